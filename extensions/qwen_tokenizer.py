@@ -90,5 +90,13 @@ def write_qwen_model_dir(out_dir: str | Path, config: dict | None = None) -> Pat
     return out
 
 
+def cached_qwen_model_dir() -> Path:
+    """The tokenizer model directory under ``$LONGFLOW_CACHE`` (default ``~/.cache/verl-longflow``)."""
+    import os
+
+    root = Path(os.environ.get("LONGFLOW_CACHE", Path.home() / ".cache" / "verl-longflow"))
+    return write_qwen_model_dir(root / "qwen25-tokenizer")
+
+
 if __name__ == "__main__":
     print(write_qwen_model_dir(sys.argv[1] if len(sys.argv) > 1 else "qwen-tokenizer"))

@@ -1,0 +1,107 @@
+"""A scripted stand-in for verl's LLM server client, for CPU tests and benchmarks.
+
+It implements the same coroutine as ``verl.workers.rollout.llm_server.LLMServerClient``:
+``generate(request_id, *, prompt_ids, sampling_params, ...) -> TokenOutput``. Like vLLM it
+returns token ids that end with the EOS token (or a stop token), honours ``max_tokens``
+(cutting the reply, with no EOS, as a length stop does) and ``stop_token_ids``, and returns
+one log-prob per token when ``sampling_params["logprobs"]`` is set.
+
+A script maps a marker string that appears in a sample's prompt to that sample's replies,
+one per assistant turn. Replies are text (tokenised with the real tokenizer), raw token
+id lists, or ``ServerFault`` to make that call raise.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from verl.workers.rollout.replica import TokenOutput
+
+
+@dataclass(frozen=True)
+class ServerFault:
+    """Make the server raise ``RuntimeError(message)`` for this turn."""
+
+    message: str = "injected server error"
+
+
+Reply = str | list[int] | ServerFault
+
+
+def fake_logprob(token_id: int) -> float:
+    """Deterministic, token-dependent log-prob so tests can assert alignment."""
+    return -((token_id % 97) + 1) / 100.0
+
+
+class ScriptedServer:
+    """Replays scripted assistant turns per sample."""
+
+    def __init__(self, tokenizer: Any, script: dict[str, Sequence[Reply]], *, latency_s: float = 0.0):
+        self.tokenizer = tokenizer
+        self.script = {marker: list(replies) for marker, replies in script.items()}
+        self.latency_s = latency_s
+        self.eos_id: int = tokenizer.eos_token_id
+        self._by_request: dict[str, tuple[str, int]] = {}
+        self._encoded: dict[str, list[int]] = {}
+        self.calls: list[dict[str, Any]] = []
+
+    def _marker_for(self, prompt_ids: list[int]) -> str:
+        text = self.tokenizer.decode(prompt_ids)
+        found = [m for m in self.script if m in text]
+        if len(found) != 1:
+            raise KeyError(f"expected exactly one script marker in the prompt, found {found}: {text[-300:]!r}")
+        return found[0]
+
+    async def generate(
+        self,
+        request_id: str,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: Any = None,
+        video_data: Any = None,
+        audio_data: Any = None,
+        mm_processor_kwargs: Any = None,
+        **kwargs: Any,
+    ) -> TokenOutput:
+        marker, turn = self._by_request.get(request_id) or (self._marker_for(prompt_ids), 0)
+        self._by_request[request_id] = (marker, turn + 1)
+        self.calls.append({"marker": marker, "turn": turn, "prompt_len": len(prompt_ids), **sampling_params})
+        if self.latency_s:
+            await asyncio.sleep(self.latency_s)
+        replies = self.script[marker]
+        if turn >= len(replies):
+            raise IndexError(f"script {marker!r} has {len(replies)} replies; turn {turn} was requested")
+        reply = replies[turn]
+        if isinstance(reply, ServerFault):
+            raise RuntimeError(reply.message)
+        ids = self._tokens(reply)
+        ids = self._apply_stops(ids, sampling_params)
+        log_probs = [fake_logprob(t) for t in ids] if sampling_params.get("logprobs") else None
+        return TokenOutput(
+            token_ids=ids,
+            log_probs=log_probs,
+            stop_reason="length" if ids and ids[-1] != self.eos_id else "completed",
+            num_preempted=0,
+            extra_fields={"min_global_steps": None, "max_global_steps": None},
+        )
+
+    def _tokens(self, reply: str | list[int]) -> list[int]:
+        if isinstance(reply, list):
+            return list(reply)
+        if reply not in self._encoded:
+            self._encoded[reply] = self.tokenizer.encode(reply, add_special_tokens=False) + [self.eos_id]
+        return self._encoded[reply]
+
+    @staticmethod
+    def _apply_stops(ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
+        stops = set(sampling_params.get("stop_token_ids") or [])
+        for i, tok in enumerate(ids):
+            if tok in stops:
+                ids = ids[: i + 1]
+                break
+        max_tokens = sampling_params.get("max_tokens")
+        return ids[:max_tokens] if max_tokens is not None else ids

@@ -1,0 +1,171 @@
+"""Tools done right for one trajectory.
+
+verl 0.9's ToolAgentLoop creates and releases a BaseTool instance on EVERY call, has no
+timeout and no concurrency control. A ``ToolSession`` instead:
+
+1. creates one instance per tool per trajectory, on first use, with the sample's
+   ``tools_kwargs[<tool>].create_kwargs``, and releases all of them in ``close()``;
+2. cancels a call after ``timeout_s`` and tells the model so;
+3. caps how many calls of each tool run at once across the worker process;
+4. checks arguments against the tool's JSON schema before calling, so the model is told
+   exactly which argument was missing, unknown or of the wrong type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from verl.tools.function_tool import FunctionTool, normalize_function_tool_return
+
+logger = logging.getLogger(__name__)
+
+JSON_TYPES: dict[str, tuple[type, ...]] = {
+    "string": (str,),
+    "integer": (int,),
+    "number": (int, float),
+    "boolean": (bool,),
+    "array": (list,),
+    "object": (dict,),
+}
+
+
+@dataclass
+class ToolOutcome:
+    """What one tool call produced."""
+
+    name: str
+    arguments: str
+    text: str
+    reward: float | None = None
+    latency_s: float = 0.0
+    error: str | None = None
+    """None on success; else one of unknown_tool, bad_arguments, timeout, exception."""
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def record(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "arguments": self.arguments,
+            "latency_s": round(self.latency_s, 6),
+            "reward": self.reward,
+            "error": self.error,
+        }
+
+
+class ToolLimiter:
+    """Per-tool semaphores shared by every trajectory of one event loop."""
+
+    _semaphores: dict[tuple[int, str], asyncio.Semaphore] = {}
+
+    @classmethod
+    def get(cls, name: str, limit: int) -> asyncio.Semaphore:
+        key = (id(asyncio.get_running_loop()), name)
+        semaphore = cls._semaphores.get(key)
+        if semaphore is None:
+            semaphore = cls._semaphores[key] = asyncio.Semaphore(limit)
+        return semaphore
+
+
+def check_arguments(schema: dict[str, Any], arguments: Any, tool: str) -> str | None:
+    """Return a model-facing message if ``arguments`` do not fit ``schema``, else None."""
+    if not isinstance(arguments, dict):
+        return f"Arguments for '{tool}' must be a JSON object, got {type(arguments).__name__}."
+    params = schema.get("properties") or {}
+    missing = [name for name in schema.get("required") or [] if name not in arguments]
+    if missing:
+        return f"Missing required argument(s) for '{tool}': {', '.join(missing)}. Expected: {sorted(params)}."
+    unknown = [name for name in arguments if params and name not in params]
+    if unknown:
+        return f"Unknown argument(s) for '{tool}': {', '.join(unknown)}. Expected: {sorted(params)}."
+    for name, value in arguments.items():
+        expected = (params.get(name) or {}).get("type")
+        types = JSON_TYPES.get(expected) if isinstance(expected, str) else None
+        if types and (not isinstance(value, types) or (expected != "boolean" and isinstance(value, bool))):
+            return f"Argument '{name}' of '{tool}' must be of type {expected}, got {type(value).__name__}."
+    return None
+
+
+class ToolSession:
+    """The tools of one trajectory."""
+
+    def __init__(
+        self,
+        tools: dict[str, Any],
+        tools_kwargs: dict[str, Any] | None,
+        *,
+        timeout_s: float,
+        concurrency: dict[str, int],
+        default_concurrency: int,
+    ):
+        self.tools = tools
+        self.tools_kwargs = tools_kwargs or {}
+        self.timeout_s = timeout_s
+        self.concurrency = concurrency
+        self.default_concurrency = default_concurrency
+        self.instances: dict[str, str] = {}
+
+    async def call(self, name: str, arguments: str, agent_data: Any = None) -> ToolOutcome:
+        """Run one call; never raises (except cancellation)."""
+        start = time.perf_counter()
+        outcome = await self._call(name, arguments, agent_data)
+        outcome.latency_s = time.perf_counter() - start
+        return outcome
+
+    async def _call(self, name: str, arguments: str, agent_data: Any) -> ToolOutcome:
+        tool = self.tools.get(name)
+        if tool is None:
+            text = f"Unknown tool '{name}'. Available tools: {', '.join(sorted(self.tools)) or '(none)'}."
+            return ToolOutcome(name, arguments, text, error="unknown_tool")
+        try:
+            parsed = json.loads(arguments)
+        except (json.JSONDecodeError, TypeError) as exc:
+            return ToolOutcome(name, arguments, f"Arguments for '{name}' are not valid JSON: {exc}.", error="bad_arguments")
+        schema = tool.tool_schema.function.parameters.model_dump(exclude_none=True)
+        problem = check_arguments(schema, parsed, name)
+        if problem:
+            return ToolOutcome(name, arguments, problem, error="bad_arguments")
+        limit = self.concurrency.get(name, self.default_concurrency)
+        async with ToolLimiter.get(name, limit):
+            try:
+                response, reward, metrics = await asyncio.wait_for(
+                    self._execute(tool, parsed, agent_data), timeout=self.timeout_s
+                )
+            except asyncio.TimeoutError:
+                text = f"Tool '{name}' timed out after {self.timeout_s:g} s and was cancelled."
+                return ToolOutcome(name, arguments, text, error="timeout")
+            except Exception as exc:  # a tool bug is the model's observation, not a crash
+                logger.warning("tool %s raised %s: %s", name, type(exc).__name__, exc)
+                text = f"Tool '{name}' failed: {type(exc).__name__}: {exc}"
+                return ToolOutcome(name, arguments, text, error="exception")
+        if response.image or response.video:
+            text = f"Tool '{name}' returned images or video, which long_workflow does not support."
+            return ToolOutcome(name, arguments, text, error="exception")
+        return ToolOutcome(name, arguments, response.text or "", reward=reward, metrics=dict(metrics or {}))
+
+    async def _execute(self, tool: Any, parsed: dict[str, Any], agent_data: Any) -> tuple[Any, Any, Any]:
+        if isinstance(tool, FunctionTool):
+            return normalize_function_tool_return(await tool.call(parsed))
+        instance_id = self.instances.get(tool.name)
+        if instance_id is None:
+            create_kwargs = (self.tools_kwargs.get(tool.name) or {}).get("create_kwargs") or {}
+            instance_id, _ = await tool.create(create_kwargs=dict(create_kwargs))
+            self.instances[tool.name] = instance_id
+        return await tool.execute(instance_id, parsed, agent_data=agent_data)
+
+    async def close(self) -> list[str]:
+        """Release every instance; returns the problems met (also logged), never raises."""
+        problems = []
+        for name, instance_id in list(self.instances.items()):
+            release_kwargs = (self.tools_kwargs.get(name) or {}).get("release_kwargs") or {}
+            try:
+                await asyncio.wait_for(self.tools[name].release(instance_id, **release_kwargs), self.timeout_s)
+            except Exception as exc:
+                problems.append(f"release of tool '{name}' failed: {type(exc).__name__}: {exc}")
+                logger.warning(problems[-1])
+        self.instances.clear()
+        return problems

@@ -1,0 +1,105 @@
+"""Shared fixtures: a real offline Qwen tokenizer and verl's real AgentLoopWorker, in-process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+from verl.protocol import DataProto
+
+from extensions.qwen_tokenizer import cached_qwen_model_dir
+from extensions.testing.scripted_server import Reply, ScriptedServer
+from extensions.verl_config import build_agent_loop_worker, compose_verl_config
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURES = ROOT / "tests" / "fixtures"
+PROMPT_LENGTH = 1024
+RESPONSE_LENGTH = 3072
+
+
+@pytest.fixture(scope="session")
+def qwen_dir() -> Path:
+    return cached_qwen_model_dir()
+
+
+@pytest.fixture(scope="session")
+def worker(qwen_dir: Path) -> Any:
+    """One AgentLoopWorker for the session; tests swap its llm_client and register loop entries."""
+    config = compose_verl_config(
+        [
+            f"actor_rollout_ref.model.path={qwen_dir}",
+            f"actor_rollout_ref.rollout.prompt_length={PROMPT_LENGTH}",
+            f"actor_rollout_ref.rollout.response_length={RESPONSE_LENGTH}",
+            "actor_rollout_ref.rollout.multi_turn.format=hermes",
+            f"actor_rollout_ref.rollout.multi_turn.tool_config_path={FIXTURES / 'tools.yaml'}",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={ROOT / 'extensions' / 'custom_rollouts.yaml'}",
+            "actor_rollout_ref.rollout.calculate_log_probs=true",
+        ]
+    )
+    return build_agent_loop_worker(config, llm_client=None)
+
+
+@pytest.fixture
+def tokenizer(worker: Any) -> Any:
+    return worker.tokenizer
+
+
+def register_loop(name: str, **settings: Any) -> str:
+    """Register a LongWorkflowAgent entry as a YAML line would, with the test interactions."""
+    settings.setdefault("interaction_config_path", str(FIXTURES / "interactions.yaml"))
+    _agent_loop_registry[name] = {"_target_": "extensions.custom_rollouts.LongWorkflowAgent", "name": name, **settings}
+    return name
+
+
+def make_batch(samples: list[dict[str, Any]]) -> DataProto:
+    """A DataProto like verl's dataloader builds: object arrays of per-sample values."""
+    keys = sorted({k for s in samples for k in s})
+    columns = {}
+    for key in keys:
+        column = np.empty(len(samples), dtype=object)
+        for i, sample in enumerate(samples):
+            column[i] = sample.get(key)
+        columns[key] = column
+    columns["index"] = np.arange(len(samples))
+    return DataProto(non_tensor_batch=columns)
+
+
+def sample(marker: str, agent_name: str, **extra: Any) -> dict[str, Any]:
+    """A sample whose prompt carries ``marker`` so the scripted server finds its replies."""
+    return {
+        "raw_prompt": [{"role": "system", "content": "You are a careful solver."}, {"role": "user", "content": marker}],
+        "agent_name": agent_name,
+        **extra,
+    }
+
+
+async def run_batch(worker: Any, script: dict[str, list[Reply]], samples: list[dict[str, Any]]) -> DataProto:
+    worker.llm_client = ScriptedServer(worker.tokenizer, script)
+    return await worker.generate_sequences(make_batch(samples))
+
+
+class Row:
+    """One trajectory of an output batch, unpadded."""
+
+    def __init__(self, out: DataProto, i: int):
+        n = int(out.batch["attention_mask"][i, PROMPT_LENGTH:].sum())
+        self.response_ids = out.batch["responses"][i, :n].tolist()
+        self.mask = out.batch["response_mask"][i, :n].tolist()
+        self.logprobs = out.batch["rollout_log_probs"][i, :n].tolist()
+        p = int(out.batch["attention_mask"][i, :PROMPT_LENGTH].sum())
+        self.prompt_ids = out.batch["prompts"][i, PROMPT_LENGTH - p :].tolist()
+        self.extras = out.non_tensor_batch["extras"][i]
+        self.turn_scores = out.non_tensor_batch["turn_scores"][i]
+        self.tool_rewards = out.non_tensor_batch["tool_rewards"][i]
+        self.num_turns = int(out.non_tensor_batch["__num_turns__"][i])
+
+    @property
+    def reason(self) -> str:
+        return self.extras["termination_reason"]
+
+    def span(self, turn: dict[str, Any]) -> tuple[list[int], list[int]]:
+        lo, hi = turn["span"]
+        return self.response_ids[lo:hi], self.mask[lo:hi]
