@@ -34,6 +34,12 @@ from extensions.tool_session import ToolOutcome, ToolSession
 logger = logging.getLogger(__name__)
 
 
+def sample_label(kwargs: dict[str, Any]) -> str:
+    """How errors name a sample: its dataset index (``extra_info.index``, else the batch index)."""
+    index = (kwargs.get("extra_info") or {}).get("index", kwargs.get("index"))
+    return str(index.item() if hasattr(index, "item") else index)
+
+
 class LongWorkflowAgent(ToolAgentLoop):
     """ToolAgentLoop with user turns, separate limits, termination reasons and safe tools."""
 
@@ -76,7 +82,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         except Exception as exc:
             if not self.settings.catch_errors:
                 raise
-            logger.warning("sample %s failed: %s: %s", kwargs.get("index"), type(exc).__name__, exc)
+            logger.warning("sample %s failed: %s: %s", sample_label(kwargs), type(exc).__name__, exc)
             data.reason, data.error = Reason.ERROR, f"{type(exc).__name__}: {exc}"
         finally:
             await self._close(data)
@@ -94,7 +100,7 @@ class LongWorkflowAgent(ToolAgentLoop):
     async def _start(self, data: Episode, kwargs: dict[str, Any]) -> Phase:
         """Validate the sample, open its tool session and interaction, build the prompt."""
         if not data.messages:
-            raise SampleError(f"sample {kwargs.get('index')!r}: 'raw_prompt' is missing or empty")
+            raise SampleError(f"sample {sample_label(kwargs)}: 'raw_prompt' is missing or empty")
         data.tool_session = ToolSession(
             self._active_tools(kwargs),
             data.tools_kwargs,
@@ -112,7 +118,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         unknown = [name for name in selection if name not in self.tools]
         if unknown:
             raise SampleError(
-                f"sample {kwargs.get('index')!r}: extra_info.tool_selection names unknown tool(s) {unknown}; "
+                f"sample {sample_label(kwargs)}: extra_info.tool_selection names unknown tool(s) {unknown}; "
                 f"configured tools: {choices(self.tools)}"
             )
         return {name: self.tools[name] for name in selection}
@@ -123,14 +129,14 @@ class LongWorkflowAgent(ToolAgentLoop):
         if name is None:
             if self.settings.require_interaction:
                 raise SampleError(
-                    f"sample {kwargs.get('index')!r}: agent loop {self.agent_name!r} requires "
+                    f"sample {sample_label(kwargs)}: agent loop {self.agent_name!r} requires "
                     f"interaction_kwargs.name (one of {choices(self.interactions)}), but the sample has none"
                 )
             return
         if name not in self.interactions:
             where = self.settings.interaction_config_path or "(no interaction_config_path configured)"
             raise SampleError(
-                f"sample {kwargs.get('index')!r}: interaction_kwargs.name={name!r} is not defined in {where}; "
+                f"sample {sample_label(kwargs)}: interaction_kwargs.name={name!r} is not defined in {where}; "
                 f"valid names: {choices(self.interactions)}"
             )
         data.interaction, data.interaction_name, data.interaction_kwargs = self.interactions[name], name, ikwargs
@@ -178,7 +184,10 @@ class LongWorkflowAgent(ToolAgentLoop):
         content, calls, errors = await self._parse(output.token_ids)
         data.final_answer_text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
         data.tool_calls = calls[: self.max_parallel_calls]
-        data.parse_errors = errors
+        data.parse_errors = errors + [
+            f"Tool call '{c.name}' was not run: at most {self.max_parallel_calls} tool call(s) per turn."
+            for c in calls[self.max_parallel_calls :]
+        ]
         data.num_malformed_tool_calls += len(errors)
         data.add_turn(
             "assistant",

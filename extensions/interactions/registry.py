@@ -91,7 +91,7 @@ def _build_entry(entry: Any, where: str) -> tuple[str, BaseInteraction]:
         raise ConfigError(f"{where}.class_name: {entry['class_name']!r} is not a BaseInteraction subclass")
     try:
         return name, cls(config=config)
-    except ConfigError as exc:
+    except (ValueError, KeyError) as exc:  # ConfigError is a ValueError
         raise ConfigError(f"{where}.config: {exc}") from exc
     except TypeError as exc:
         raise ConfigError(f"{where}.config: {entry['class_name']} rejected its config: {exc}") from exc

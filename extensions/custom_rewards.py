@@ -1,0 +1,129 @@
+"""verl ``custom_reward_function`` for the pack: outcome + per-turn + per-tool rewards.
+
+Point verl at it (``pkg://`` imports the installed package, so its own imports work too):
+
+    reward.custom_reward_function.path=pkg://extensions.custom_rewards
+    reward.custom_reward_function.name=compute_score
+    +reward.custom_reward_function.reward_kwargs.w_turn=0.2     # optional, see RewardSettings
+
+How verl 0.9.1 calls it (NaiveRewardManager.run_single, ``experimental/reward_loop/
+reward_manager/naive.py``): ``compute_score(data_source=..., solution_str=..., ground_truth=...,
+extra_info=...)`` plus every ``reward_kwargs`` entry, where solution_str is the whole decoded
+response, ground_truth is ``reward_model.ground_truth`` and extra_info is the dataset's
+extra_info updated with the agent loop's extra_fields (``turn_scores``, ``tool_rewards``,
+``extras``, ...) and ``num_turns``/``rollout_reward_scores``. The returned dict's ``score`` is
+the reward; every key lands in ``reward_extra_info``, which verl stacks with ``np.array``
+across samples, so all samples return the same keys (``REWARD_KEYS``), all floats.
+
+    score = w_outcome * outcome + w_turn * mean(turn_scores) + w_tool * mean(tool_rewards)
+            - w_format * num_malformed_tool_calls - termination_penalty
+
+An empty list's mean is 0; a trajectory whose termination reason is ``error`` has outcome 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from extensions.errors import SampleError, choices
+from extensions.rewards.gsm8k import LONGFLOW_GSM8K, OPENAI_GSM8K, Mode, extract_answer, is_correct
+from extensions.rewards.numbers import normalize_number
+from extensions.rewards.settings import RewardSettings, parse_reward_kwargs
+from extensions.rewards.trajectory import TrajectoryPieces, answer_text, read_pieces
+
+REWARD_KEYS = (
+    "score",
+    "acc",
+    "outcome",
+    "answer_found",
+    "turn_score_mean",
+    "num_turn_scores",
+    "tool_reward_mean",
+    "num_tool_rewards",
+    "num_malformed_tool_calls",
+    "num_tool_calls",
+    "format_penalty",
+    "termination_penalty",
+    "is_error",
+    "is_response_budget",
+)
+"""Keys of every returned dict, in order; all values are floats."""
+
+# An outcome scorer: (answer text, ground truth, mode) -> (answer is right, an answer was found).
+OutcomeScorer = Callable[[str, str, Mode], tuple[bool, bool]]
+
+
+def score_gsm8k(text: str, ground_truth: str, mode: Mode) -> tuple[bool, bool]:
+    """Score a GSM8K answer: extract a number from ``text`` and compare it with ``ground_truth``."""
+    truth = normalize_number(ground_truth)
+    if truth is None:
+        raise SampleError(f"ground_truth {ground_truth!r} is not a number; GSM8K ground truths look like '72'")
+    answer = extract_answer(text, mode)
+    return is_correct(answer, truth), answer is not None
+
+
+SCORERS: dict[str, OutcomeScorer] = {OPENAI_GSM8K: score_gsm8k, LONGFLOW_GSM8K: score_gsm8k}
+"""Outcome scorer per ``data_source``."""
+
+
+def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: RewardSettings) -> dict[str, float]:
+    """Weigh the outcome and the trajectory pieces into the returned dict (keys ``REWARD_KEYS``)."""
+    reason = pieces.termination_reason
+    outcome = 0.0 if reason == "error" else float(acc)
+    turn_mean = _mean(pieces.turn_scores)
+    tool_mean = _mean(pieces.tool_rewards)
+    format_penalty = settings.w_format * pieces.num_malformed_tool_calls
+    termination_penalty = {"error": settings.error_penalty, "response_budget": settings.budget_penalty}.get(reason, 0.0)
+    score = (
+        settings.w_outcome * outcome
+        + settings.w_turn * turn_mean
+        + settings.w_tool * tool_mean
+        - format_penalty
+        - termination_penalty
+    )
+    values = {
+        "score": score,
+        "acc": float(acc),
+        "outcome": outcome,
+        "answer_found": float(answer_found),
+        "turn_score_mean": turn_mean,
+        "num_turn_scores": float(len(pieces.turn_scores)),
+        "tool_reward_mean": tool_mean,
+        "num_tool_rewards": float(len(pieces.tool_rewards)),
+        "num_malformed_tool_calls": float(pieces.num_malformed_tool_calls),
+        "num_tool_calls": float(pieces.num_tool_calls),
+        "format_penalty": float(format_penalty),
+        "termination_penalty": float(termination_penalty),
+        "is_error": float(reason == "error"),
+        "is_response_budget": float(reason == "response_budget"),
+    }
+    return {key: float(values[key]) for key in REWARD_KEYS}
+
+
+def compute_score(
+    data_source: str,
+    solution_str: str,
+    ground_truth: str | int | float,
+    extra_info: Mapping[str, Any] | None = None,
+    **reward_kwargs: Any,
+) -> dict[str, float]:
+    """verl's reward entry point; see the module docstring for the formula and what verl passes."""
+    settings = parse_reward_kwargs(reward_kwargs)
+    scorer = SCORERS.get(str(data_source))
+    if scorer is None:
+        raise SampleError(
+            f"compute_score: unknown data_source {str(data_source)!r}; supported: {choices(SCORERS)}. "
+            "Fix the dataset's data_source column or add a scorer to SCORERS in extensions/custom_rewards.py"
+        )
+    sample = f"data_source {str(data_source)!r} sample index {(extra_info or {}).get('index', '?')}"
+    pieces = read_pieces(extra_info, sample=sample)
+    try:
+        acc, answer_found = scorer(answer_text(solution_str, pieces), str(ground_truth), settings.mode)
+    except SampleError as exc:
+        raise SampleError(f"{sample}: {exc}") from None
+    return combine(acc, answer_found, pieces, settings)
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else 0.0

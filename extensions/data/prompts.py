@@ -1,0 +1,60 @@
+"""The system prompt of the GSM8K tool-use task, and the tools it may describe.
+
+The chat template also lists the tools' JSON schemas (the agent loop passes them), so this
+prompt only says what each tool is for and how the final answer must look: the reward's
+strict mode reads the number on a ``#### <number>`` line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from extensions.errors import ConfigError, choices
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What the data preparation knows about one tool."""
+
+    description: str
+    """One line for the system prompt."""
+    needs_ground_truth: bool = False
+    """If true, the sample's ``tools_kwargs`` gives the tool ``create_kwargs: {ground_truth: ...}``."""
+
+
+TOOLS: dict[str, ToolSpec] = {
+    "python_exec": ToolSpec("runs a short Python 3 program and returns what it prints; use print() to see values."),
+    "calculator": ToolSpec("evaluates one arithmetic expression, such as (48 + 24) / 3, and returns its value."),
+    "check_answer": ToolSpec(
+        "checks a candidate final answer against the reference and says whether it is right.",
+        needs_ground_truth=True,
+    ),
+}
+"""Tools ``--tools`` may name; the names must match the tool config the agent loop loads."""
+
+DEFAULT_TOOLS = ("python_exec", "calculator", "check_answer")
+
+ANSWER_FORMAT = (
+    "When you are done, write the final answer on its own last line as `#### <number>`, for example "
+    "`#### 72`: the number only, without units or words."
+)
+
+
+def parse_tools(spec: str) -> tuple[str, ...]:
+    """Parse ``--tools a,b,c``; an empty string means no tools. Unknown names are a ConfigError."""
+    names = tuple(dict.fromkeys(name.strip() for name in spec.split(",") if name.strip()))
+    unknown = [name for name in names if name not in TOOLS]
+    if unknown:
+        raise ConfigError(f"--tools: unknown tool(s) {choices(unknown)}; valid tools: {choices(TOOLS)}")
+    return names
+
+
+def system_prompt(tools: Sequence[str]) -> str:
+    """The system message: the task, one line per tool, then the answer format."""
+    lines = ["You are a careful math assistant. Solve the user's problem step by step."]
+    if tools:
+        lines.append("You can use these tools:")
+        lines.extend(f"- {name}: {TOOLS[name].description}" for name in tools)
+    lines.append(ANSWER_FORMAT)
+    return "\n".join(lines)
