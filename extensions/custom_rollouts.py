@@ -271,7 +271,9 @@ class LongWorkflowAgent(ToolAgentLoop):
     async def _generate(self, data: Episode, sampling_params: dict[str, Any]) -> Any:
         params = {**sampling_params, "max_tokens": self.response_length - len(data.response_mask)}
         if self.tool_parser.stop_token_ids:
-            params["stop_token_ids"] = sorted(set(params.get("stop_token_ids") or []) | set(self.tool_parser.stop_token_ids))
+            params["stop_token_ids"] = sorted(
+                set(params.get("stop_token_ids") or []) | set(self.tool_parser.stop_token_ids)
+            )
         with simple_timer("generate_sequences", data.metrics):
             output = await self.server_manager.generate(
                 request_id=data.request_id, prompt_ids=data.prompt_ids, sampling_params=params

@@ -16,7 +16,16 @@ from extensions.errors import ConfigError, choices
 
 # The keyword arguments verl's AgentLoopWorker passes to every agent loop.
 VERL_LOOP_KWARGS = frozenset(
-    {"trainer_config", "server_manager", "tokenizer", "processor", "dataset_cls", "data_config", "hf_model_type", "tools"}
+    {
+        "trainer_config",
+        "server_manager",
+        "tokenizer",
+        "processor",
+        "dataset_cls",
+        "data_config",
+        "hf_model_type",
+        "tools",
+    }
 )
 
 

@@ -124,7 +124,9 @@ class ToolSession:
         try:
             parsed = json.loads(arguments)
         except (json.JSONDecodeError, TypeError) as exc:
-            return ToolOutcome(name, arguments, f"Arguments for '{name}' are not valid JSON: {exc}.", error="bad_arguments")
+            return ToolOutcome(
+                name, arguments, f"Arguments for '{name}' are not valid JSON: {exc}.", error="bad_arguments"
+            )
         schema = tool.tool_schema.function.parameters.model_dump(exclude_none=True)
         problem = check_arguments(schema, parsed, name)
         if problem:

@@ -51,7 +51,9 @@ async def test_bad_samples_are_error_trajectories_batch_survives(worker):
         "SampleError: sample 1: agent loop 'lw_strict' requires interaction_kwargs.name "
         "(one of 'raising', 'scripted'), but the sample has none"
     )
-    assert rows[2].extras["error"].startswith("SampleError: sample 2: interaction_kwargs.name='nosuch' is not defined in ")
+    assert (
+        rows[2].extras["error"].startswith("SampleError: sample 2: interaction_kwargs.name='nosuch' is not defined in ")
+    )
     assert rows[2].extras["error"].endswith("valid names: 'raising', 'scripted'")
     assert rows[3].extras["error"] == "RuntimeError: interaction exploded"
     assert len(fixture_interactions.FINALIZED) == 1  # finalize ran despite the error
@@ -84,7 +86,9 @@ def test_interaction_yaml_errors_reported_together(tmp_path):
         load_interactions(str(path))
     lines = str(err.value).splitlines()
     assert lines[0] == f"{path}: interaction[0]: unknown key(s) 'colour'; valid keys: 'class_name', 'config', 'name'"
-    assert lines[1].startswith(f"{path}: interaction[1].class_name: cannot import module 'extensions.interactions.nosuch'")
+    assert lines[1].startswith(
+        f"{path}: interaction[1].class_name: cannot import module 'extensions.interactions.nosuch'"
+    )
     assert lines[2] == f"{path}: interaction[2].config: config.messages must be a list of strings, got str"
 
 

@@ -94,7 +94,9 @@ async def test_result_shrunk_to_fit_never_dropped(worker, tokenizer):
     tool_turn = row.extras["turns"][1]
     text = tokenizer.decode(row.span(tool_turn)[0])
     assert text.startswith("\n<|im_start|>user\n<tool_response>\necho: w0 w1")
-    assert text.endswith("...(truncated to fit the response budget)\n</tool_response><|im_end|>\n<|im_start|>assistant\n")
+    assert text.endswith(
+        "...(truncated to fit the response budget)\n</tool_response><|im_end|>\n<|im_start|>assistant\n"
+    )
     assert tool_turn["span"][1] <= RESPONSE_LENGTH - reserve  # the reserve stayed free
     assert row.reason == "final_answer" and tokenizer.decode(row.span(row.extras["turns"][2])[0]) == "short" + IM_END
 

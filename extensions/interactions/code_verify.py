@@ -25,7 +25,9 @@ class CodeVerifyInteraction(BaseInteraction):
         super().__init__(config)
         unknown = set(config) - CONFIG_KEYS
         if unknown:
-            raise ConfigError(f"unknown key(s) {sorted(unknown)} for CodeVerifyInteraction; valid: {sorted(CONFIG_KEYS)}")
+            raise ConfigError(
+                f"unknown key(s) {sorted(unknown)} for CodeVerifyInteraction; valid: {sorted(CONFIG_KEYS)}"
+            )
         self.max_verify_rounds = int(config.get("max_verify_rounds", 1))
         self.verify_prompt = str(config.get("verify_prompt", VERIFY_PROMPT))
         self.closing_message = str(config.get("closing_message", "Thank you."))
