@@ -24,7 +24,7 @@ from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 from verl.utils.profiler import simple_timer
 from verl.utils.rollout_trace import rollout_trace_op
 
-from extensions.context_budget import MIN_RESULT_TOKENS, shrink_messages
+from extensions.context_budget import MIN_RESULT_TOKENS, shrink_messages, truncate_to_tokens
 from extensions.episode import Episode, Phase, Reason, think_spans
 from extensions.errors import ConfigError, SampleError, choices
 from extensions.interactions.registry import load_interactions
@@ -141,6 +141,10 @@ class LongWorkflowAgent(ToolAgentLoop):
             )
         data.interaction, data.interaction_name, data.interaction_kwargs = self.interactions[name], name, ikwargs
         data.interaction_id = await data.interaction.start_interaction(None, **ikwargs)
+        opening = getattr(data.interaction, "opening_message", None)
+        text = await opening(data.interaction_id) if opening is not None else None
+        if text:  # e.g. an environment's reset() observation: part of the prompt
+            data.messages.append({"role": "user", "content": text})
 
     async def _close(self, data: Episode) -> None:
         if data.tool_session is not None:
@@ -225,7 +229,11 @@ class LongWorkflowAgent(ToolAgentLoop):
             outcomes: list[ToolOutcome] = await asyncio.gather(
                 *(data.tool_session.call(c.name, c.arguments, data) for c in data.tool_calls)
             )
-        messages = [self._tool_message(o.text, c.tool_call_id) for o, c in zip(outcomes, data.tool_calls, strict=True)]
+        cap = self.settings.max_tool_response_tokens
+        messages = [
+            self._tool_message(truncate_to_tokens(self.tokenizer, o.text, cap) if cap else o.text, c.tool_call_id)
+            for o, c in zip(outcomes, data.tool_calls, strict=True)
+        ]
         messages += [self._tool_message(error) for error in data.parse_errors]
         await self._append_context(data, messages, shrink=True)
         data.tool_rounds += 1

@@ -50,6 +50,8 @@ class LoopSettings(BaseModel):
     """YAML in verl <= 0.7's ``interaction:`` format; enables user turns."""
     require_interaction: bool = False
     """If true, a sample without ``interaction_kwargs.name`` is an error, not a tool-only episode."""
+    max_tool_response_tokens: int | None = Field(2048, ge=16)
+    """Each tool result is cut to this many tokens (verl cuts by characters); None: no cap."""
     tool_timeout_s: float = Field(30.0, gt=0)
     """Per-call tool timeout; the call is cancelled and the model is told."""
     tool_concurrency: dict[str, int] = Field(default_factory=dict)

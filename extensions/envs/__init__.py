@@ -1,0 +1,1 @@
+"""Small text environments usable as users through EnvironmentInteraction."""
