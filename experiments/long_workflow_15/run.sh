@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Train with stock verl on 15-turn GSM8K verify workflows (GPU, vLLM):
+#   bash experiments/long_workflow_15/run.sh [hydra overrides]
+# Prepares the data from ../shared/data/gsm8k/train.jsonl (or $GSM8K_INPUT) on first run.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+EXP=experiments/long_workflow_15
+OUT=outputs/data/long_workflow_15
+if [ ! -f "$OUT/train.parquet" ]; then
+  python -m extensions.data.gsm8k --input "${GSM8K_INPUT:-../shared/data/gsm8k/train.jsonl}" \
+    --output-dir "$OUT" --agent-name long_workflow --interaction code_verify
+fi
+python -m verl.trainer.main_ppo --config-path "$PWD/$EXP" --config-name config "$@"
