@@ -144,6 +144,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         opening = getattr(data.interaction, "opening_message", None)
         text = await opening(data.interaction_id) if opening is not None else None
         if text:  # e.g. an environment's reset() observation: part of the prompt
+            data.opening_message = text
             data.messages.append({"role": "user", "content": text})
 
     async def _close(self, data: Episode) -> None:

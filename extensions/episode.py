@@ -62,6 +62,7 @@ class Episode(AgentData):
         self.interaction_kwargs: dict[str, Any] = {}
         self.tool_session: Any = None
         self.schemas: list[dict[str, Any]] | None = None
+        self.opening_message: str | None = None
 
     def finish(self, reason: Reason, detail: str | None = None) -> Phase:
         """Set the termination reason (the first one wins) and stop."""
@@ -91,6 +92,7 @@ class Episode(AgentData):
             "num_malformed_tool_calls": self.num_malformed_tool_calls,
             "final_answer_text": self.final_answer_text,
             "interaction": self.interaction_name,
+            "opening_message": self.opening_message,
         }
 
 

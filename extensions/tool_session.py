@@ -54,6 +54,7 @@ class ToolOutcome:
             "latency_s": round(self.latency_s, 6),
             "reward": self.reward,
             "error": self.error,
+            "result": self.text,
         }
 
 

@@ -35,11 +35,14 @@ def json_kind(value: Any) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def decode_problem(error: json.JSONDecodeError, offset: int = 0) -> str:
+def json_problem(error: json.JSONDecodeError | RecursionError, offset: int = 0) -> str:
     """``' is not valid JSON: Expecting ',' delimiter at char 31'``, ``char`` counted from ``offset``.
 
-    An error at the very end (nothing but whitespace follows) means the call was cut short.
+    An error at the very end (nothing but whitespace follows) means the call was cut short;
+    a ``RecursionError`` (thousands of nested brackets) gets its own message.
     """
+    if isinstance(error, RecursionError):
+        return " is nested too deeply to parse"
     problem = f" is not valid JSON: {error.msg} at char {error.pos - offset}"
     if not error.doc[error.pos :].strip():
         problem += ' (the end: a closing }, ] or " is missing)'

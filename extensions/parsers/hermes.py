@@ -13,7 +13,7 @@ import json
 from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from extensions.parsers.base import Attempt, DetailedToolParser
-from extensions.parsers.calls import check_call, decode_problem
+from extensions.parsers.calls import check_call, json_problem
 
 OPEN_TAG = "<tool_call>"
 CLOSE_TAG = "</tool_call>"
@@ -41,10 +41,8 @@ def scan_hermes(visible: str) -> list[Attempt]:
 def _check_payload(payload: str, start: int, end: int) -> Attempt:
     try:
         value = json.loads(payload)
-    except json.JSONDecodeError as error:
-        return Attempt(start, end, HERMES_EXAMPLE, problem=decode_problem(error))
-    except RecursionError:
-        return Attempt(start, end, HERMES_EXAMPLE, problem=" is nested too deeply to parse")
+    except (json.JSONDecodeError, RecursionError) as error:
+        return Attempt(start, end, HERMES_EXAMPLE, problem=json_problem(error))
     return check_call(value, start, end, HERMES_EXAMPLE)
 
 

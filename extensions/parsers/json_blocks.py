@@ -10,8 +10,9 @@ but those and "type"/"id"; a JSON list holding such objects is parallel calls, a
 fences or objects are several calls. Other JSON is left alone (see ``looks_like_call``).
 
 Fences tagged ``json`` or untagged hold one JSON value each; fences in other languages are
-never read. Outside fences, every ``{``/``[`` that starts a JSON value is tried; text that
-starts like a call (``{"name":``) but is not valid JSON is reported as an error.
+never read. Outside fences, every ``{"`` and ``[{`` is tried as the start of a JSON value,
+and a value that decodes is skipped whole (calls nested in other JSON are not calls); text
+that starts like a call (``{"name":``) but is not valid JSON is reported as an error.
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ from extensions.parsers.calls import (
     JSON_CALL_EXAMPLE,
     attempts_from_value,
     balanced_end,
-    decode_problem,
+    json_problem,
 )
 
 FENCE = re.compile(r"```[ \t]*([\w+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 JSON_FENCE_LANGUAGES = frozenset({"", "json"})
-VALUE_START = re.compile(r"[\[{]")
+# Where a call or a list of calls can start: an object with a quoted key, or a list opening with one.
+VALUE_START = re.compile(r"""\{\s*["']|\[\s*\{""")
 
 
 def scan_json(visible: str) -> list[Attempt]:
@@ -50,9 +52,9 @@ def _scan_fence(fence: re.Match[str]) -> list[Attempt]:
     try:
         value = json.loads(body)
     except (json.JSONDecodeError, RecursionError) as error:
-        if isinstance(error, json.JSONDecodeError) and CALL_START.match(body):
-            return [Attempt(start, end, JSON_CALL_EXAMPLE, problem=decode_problem(error))]
-        return []
+        if not CALL_START.match(body):
+            return []
+        return [Attempt(start, end, JSON_CALL_EXAMPLE, problem=json_problem(error))]
     return attempts_from_value(value, start, end, JSON_CALL_EXAMPLE)
 
 
@@ -63,15 +65,14 @@ def _scan_bare(text: str) -> list[Attempt]:
         start = match.start()
         try:
             value, end = DECODER.raw_decode(text, start)
-        except json.JSONDecodeError as error:
-            if not CALL_START.match(text, start):
+        except (json.JSONDecodeError, RecursionError) as error:
+            is_call = CALL_START.match(text, start) is not None
+            if not is_call and isinstance(error, json.JSONDecodeError):
                 position = start + 1
                 continue
-            position = balanced_end(text, start)
-            attempts.append(Attempt(start, position, JSON_CALL_EXAMPLE, problem=decode_problem(error, start)))
-            continue
-        except RecursionError:
-            position = start + 1
+            position = balanced_end(text, start)  # skip a broken call, or nesting too deep to be one
+            if is_call:
+                attempts.append(Attempt(start, position, JSON_CALL_EXAMPLE, problem=json_problem(error, start)))
             continue
         attempts.extend(attempts_from_value(value, start, end, JSON_CALL_EXAMPLE))
         position = end

@@ -18,7 +18,7 @@ import re
 from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from extensions.parsers.base import Attempt, DetailedToolParser
-from extensions.parsers.calls import DECODER, decode_problem, json_kind
+from extensions.parsers.calls import DECODER, json_kind, json_problem
 
 ACTION = re.compile(r"^[ \t]*Action[ \t]*:[ \t]*(.*)$", re.MULTILINE)
 ACTION_INPUT = re.compile(r"^[ \t]*Action[ \t]*Input[ \t]*:[ \t]*", re.MULTILINE)
@@ -47,10 +47,8 @@ def _check_action(visible: str, action: re.Match[str], region_end: int) -> Attem
     json_start = action_input.end() + len(rest) - len(rest.lstrip())
     try:
         value, end = DECODER.raw_decode(visible[:region_end], json_start)
-    except json.JSONDecodeError as error:
-        return Attempt(start, region_end, REACT_EXAMPLE, problem=decode_problem(error, json_start))
-    except RecursionError:
-        return Attempt(start, region_end, REACT_EXAMPLE, problem=" is nested too deeply to parse")
+    except (json.JSONDecodeError, RecursionError) as error:
+        return Attempt(start, region_end, REACT_EXAMPLE, problem=json_problem(error, json_start))
     if not isinstance(value, dict):
         problem = f': "Action Input" must be a JSON object, got {json_kind(value)}'
         return Attempt(start, end, REACT_EXAMPLE, problem=problem)
