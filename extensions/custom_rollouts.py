@@ -72,7 +72,7 @@ class LongWorkflowAgent(ToolAgentLoop):
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
         data = Episode(
             messages=list(kwargs.get("raw_prompt") or []),
-            request_id=uuid4().hex,
+            request_id=str(kwargs.get("trajectory_id") or uuid4().hex),
             tools_kwargs=dict(kwargs.get("tools_kwargs") or {}),
         )
         try:
@@ -140,7 +140,8 @@ class LongWorkflowAgent(ToolAgentLoop):
                 f"valid names: {choices(self.interactions)}"
             )
         data.interaction, data.interaction_name, data.interaction_kwargs = self.interactions[name], name, ikwargs
-        data.interaction_id = await data.interaction.start_interaction(None, **ikwargs)
+        # like verl <= 0.7, the interaction instance is keyed by the request id
+        data.interaction_id = await data.interaction.start_interaction(data.request_id, **ikwargs)
         opening = getattr(data.interaction, "opening_message", None)
         text = await opening(data.interaction_id) if opening is not None else None
         if text:  # e.g. an environment's reset() observation: part of the prompt

@@ -32,7 +32,9 @@ def load_dataset(files: list[str], tokenizer: Any, data_config: DictConfig, limi
     try:
         dataset = RLHFDataset(files, tokenizer, config=config, max_samples=limit or -1)
     except Exception as exc:
-        raise ConfigError(f"data files {files}: verl's RLHFDataset cannot read them: {type(exc).__name__}: {exc}") from exc
+        raise ConfigError(
+            f"data files {files}: verl's RLHFDataset cannot read them: {type(exc).__name__}: {exc}"
+        ) from exc
     prompt_key = config.get("prompt_key", "prompt")
     columns = dataset.dataframe.column_names
     if prompt_key not in columns:

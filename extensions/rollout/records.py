@@ -42,7 +42,7 @@ class TurnRecord(BaseModel):
     text: str
     """The turn's decoded tokens (special tokens kept: they are what the model saw)."""
     visible_text: str = ""
-    """Assistant text with thinking removed (assistant turns only)."""
+    """Assistant text with thinking removed; for user turns, the user's message."""
     thinking: str = ""
     """Content of ``<think>`` blocks (assistant turns only)."""
     tool_calls: list[ToolCallRecord] = Field(default_factory=list)
@@ -74,6 +74,10 @@ class TrajectoryRecord(BaseModel):
     """``reward_model.ground_truth`` of the sample, if any."""
     raw_prompt: list[dict[str, Any]]
     """The prompt messages."""
+    interaction: str | None = None
+    """The interaction (user) that took part, by name."""
+    tools_kwargs: dict[str, Any] = Field(default_factory=dict)
+    """The sample's tools_kwargs."""
     opening_message: str | None = None
     """A user message the interaction added before the first generation (environments)."""
     turns: list[TurnRecord]
@@ -130,10 +134,12 @@ def read_jsonl(path: str | Path) -> list[TrajectoryRecord]:
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise TrajectoryFileError(f"{path}:{lineno}: not JSON ({exc.msg}); expected one trajectory per line") from None
+            raise TrajectoryFileError(
+                f"{path}:{lineno}: not JSON ({exc.msg}); expected one trajectory per line"
+            ) from None
         if not isinstance(data, dict) or data.get("schema") != SCHEMA:
             raise TrajectoryFileError(
-                f"{path}:{lineno}: not a trajectory record (expected a JSON object with \"schema\": \"{SCHEMA}\")"
+                f'{path}:{lineno}: not a trajectory record (expected a JSON object with "schema": "{SCHEMA}")'
             )
         try:
             records.append(TrajectoryRecord.model_validate(data))

@@ -1,0 +1,84 @@
+"""Where generation happens for the rollout driver.
+
+- ``hf`` (the default without a GPU): verl's real AgentLoopWorker in this process, its LLM
+  client an in-process transformers server (``extensions.backends.hf_server.HFServer``).
+- ``vllm`` / ``sglang``: verl's own LLMServerManager (standalone servers) and
+  AgentLoopManager with its Ray workers, exactly as the trainer uses them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Protocol
+
+from omegaconf import DictConfig
+from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
+
+from extensions.verl_config import build_agent_loop_worker
+
+logger = logging.getLogger(__name__)
+BACKENDS = ("hf", "vllm", "sglang")
+
+
+class Backend(Protocol):
+    tokenizer: Any
+
+    async def generate(self, batch: DataProto) -> DataProto: ...
+
+    def close(self) -> None: ...
+
+
+class InProcessBackend:
+    """verl's AgentLoopWorker in this process, driven by any ``generate``-compatible client."""
+
+    def __init__(self, config: DictConfig, llm_client: Any):
+        self.worker = build_agent_loop_worker(config, llm_client=llm_client)
+        self.tokenizer = self.worker.tokenizer
+        self.llm_client = llm_client
+
+    async def generate(self, batch: DataProto) -> DataProto:
+        return await self.worker.generate_sequences(batch)
+
+    def close(self) -> None:
+        close = getattr(self.llm_client, "close", None)
+        if callable(close):
+            close()
+
+
+class ServerBackend:
+    """verl's AgentLoopManager over standalone vLLM/SGLang servers (GPU, Ray)."""
+
+    def __init__(self, config: DictConfig):
+        import ray
+        from verl.experimental.agent_loop import AgentLoopManager
+        from verl.workers.rollout.llm_server import LLMServerManager
+
+        if not ray.is_initialized():
+            ray.init(runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "true", "VLLM_LOGGING_LEVEL": "WARN"}})
+        self.server_manager = LLMServerManager.create(config=config)
+        self.manager = AgentLoopManager.create(config=config, llm_client=self.server_manager.get_client())
+        self.num_workers = int(config.actor_rollout_ref.rollout.agent.num_workers)
+        from verl.utils import hf_tokenizer
+
+        self.tokenizer = hf_tokenizer(config.actor_rollout_ref.model.path)
+
+    async def generate(self, batch: DataProto) -> DataProto:
+        padded, pad = pad_dataproto_to_divisor(batch, self.num_workers)
+        out = await self.manager.generate_sequences(padded)
+        return unpad_dataproto(out, pad)
+
+    def close(self) -> None:
+        import ray
+
+        ray.shutdown()
+
+
+def make_backend(name: str, config: DictConfig) -> Backend:
+    """Build the named backend; the hf one loads ``actor_rollout_ref.model.path`` with transformers."""
+    if name == "hf":
+        from extensions.backends.hf_server import HFServer
+
+        return InProcessBackend(config, HFServer(config.actor_rollout_ref.model.path))
+    if name in ("vllm", "sglang"):
+        return ServerBackend(config)
+    raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")

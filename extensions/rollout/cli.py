@@ -1,0 +1,150 @@
+"""Rollout-only driver: an experiment's data through its agent loops, without the trainer.
+
+    python -m extensions.rollout experiments/gsm8k_code_verify [hydra.overrides=...] \
+        [--backend hf|vllm|sglang] [--data FILE] [--limit N] [--batch-size N] \
+        [--agent-name NAME] [--interaction NAME] [--out DIR] [--no-html] [--replay FILE]
+
+Steps: 1. compose the experiment's config.yaml (on verl's ppo_trainer) with the overrides;
+2. pick the model (``hf`` defaults to the embedded Qwen2.5-Coder-0.5B); 3. load samples with
+verl's RLHFDataset; 4. run them through verl's agent loops, batch by batch; 5. score each
+trajectory with the experiment's reward function; 6. write trajectories.jsonl,
+summary.json and report.html under ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig, open_dict
+
+from extensions.errors import ConfigError, LongflowError
+from extensions.rollout.backends import BACKENDS, make_backend
+from extensions.rollout.convert import failed_records, to_record
+from extensions.rollout.data import batches, fill_defaults, load_dataset
+from extensions.rollout.records import TrajectoryRecord, write_jsonl
+from extensions.rollout.scoring import load_reward_fn, score
+from extensions.rollout.summary import format_summary, summarize
+
+logger = logging.getLogger("extensions.rollout")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m extensions.rollout", description=__doc__.split("\n\n")[0])
+    parser.add_argument("experiment", help="experiment folder (with config.yaml) or a config .yaml file")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. actor_rollout_ref.rollout.n=2")
+    parser.add_argument("--backend", choices=BACKENDS, default=None, help="default: vllm with a GPU, else hf")
+    parser.add_argument("--data", help="a .parquet/.jsonl file (default: the config's data.train_files)")
+    parser.add_argument("--limit", type=int, default=None, help="first N samples only")
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--agent-name", help="agent loop for samples without an agent_name column")
+    parser.add_argument("--interaction", help="interaction name for samples without interaction_kwargs.name")
+    parser.add_argument("--out", default=None, help="output folder (default outputs/rollout/<experiment>)")
+    parser.add_argument("--no-html", action="store_true", help="skip report.html")
+    parser.add_argument("--replay", help="re-run recorded trajectories and check tokens and masks are identical")
+    return parser.parse_args(argv)
+
+
+def compose_experiment(experiment: str, overrides: list[str]) -> tuple[DictConfig, Path]:
+    path = Path(experiment)
+    config_file = path / "config.yaml" if path.is_dir() else path
+    if not config_file.is_file():
+        raise ConfigError(f"experiment {experiment!r}: no config.yaml there (expected a folder under experiments/)")
+    with initialize_config_dir(config_dir=str(config_file.parent.resolve()), version_base=None):
+        return compose(config_name=config_file.stem, overrides=overrides), config_file
+
+
+def default_backend() -> str:
+    import torch
+
+    return "vllm" if torch.cuda.is_available() else "hf"
+
+
+def prepare_model(config: DictConfig, backend: str, overrides: list[str]) -> None:
+    """For ``hf``: use the embedded model unless model.path was given; check the path is a model."""
+    if backend != "hf":
+        return
+    from extensions.backends.embedded_model import ensure_embedded_model, validate_model_dir
+
+    given = any(o.startswith("actor_rollout_ref.model.path=") for o in overrides)
+    path = Path(str(config.actor_rollout_ref.model.path)).expanduser()
+    if not given and not path.is_dir():
+        path = ensure_embedded_model()
+    with open_dict(config):
+        config.actor_rollout_ref.model.path = str(validate_model_dir(path))
+
+
+async def run_batches(backend: Any, dataset: Any, args: argparse.Namespace, reward_fn: Any) -> list[TrajectoryRecord]:
+    from tqdm import tqdm
+
+    records: list[TrajectoryRecord] = []
+    with tqdm(total=len(dataset), desc="trajectories", unit="traj") as bar:
+        for batch in batches(dataset, args.batch_size):
+            fill_defaults(batch, agent_name=args.agent_name, interaction=args.interaction)
+            started = time.perf_counter()
+            try:
+                out = await backend.generate(batch)
+                new = [to_record(out, i, backend.tokenizer) for i in range(len(out))]
+                extras = [out.non_tensor_batch["extras"][i] for i in range(len(out))]
+            except Exception as exc:  # the whole batch failed: record every sample, go on
+                logger.error("batch failed: %s: %s", type(exc).__name__, exc)
+                new, extras = failed_records(batch, exc), [None] * len(batch)
+            for record, extra in zip(new, extras, strict=True):
+                record.timings["batch_wall_s"] = round(time.perf_counter() - started, 3)
+                if reward_fn is not None and record.response_ids:
+                    score(record, reward_fn, backend.tokenizer, extra)
+            records += new
+            bar.update(len(batch))
+    return records
+
+
+def main(argv: list[str] | None = None) -> int:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    args = parse_args(argv)
+    try:
+        return _main(args)
+    except LongflowError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace) -> int:
+    config, config_file = compose_experiment(args.experiment, args.overrides)
+    out_dir = Path(args.out or f"outputs/rollout/{config_file.parent.name}")
+    if args.replay:
+        from extensions.rollout.replay import replay_file
+
+        return replay_file(args.replay, config, out_dir)
+    backend_name = args.backend or default_backend()
+    prepare_model(config, backend_name, args.overrides)
+    backend = make_backend(backend_name, config)
+    files = [args.data] if args.data else list(config.data.train_files)
+    dataset = load_dataset(files, backend.tokenizer, config.data, args.limit)
+    started = time.perf_counter()
+    try:
+        records = asyncio.run(run_batches(backend, dataset, args, load_reward_fn(config)))
+    finally:
+        backend.close()
+    summary = summarize(records, time.perf_counter() - started)
+    summary["backend"], summary["model"] = backend_name, str(config.actor_rollout_ref.model.path)
+    write_outputs(records, summary, out_dir, html=not args.no_html)
+    print(format_summary(summary))
+    return 0
+
+
+def write_outputs(records: list[TrajectoryRecord], summary: dict[str, Any], out_dir: Path, *, html: bool) -> None:
+    import json
+
+    write_jsonl(records, out_dir / "trajectories.jsonl")
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if html:
+        from extensions.rollout.view import render_file
+
+        render_file(out_dir / "trajectories.jsonl", out_dir / "report.html", summary_path=out_dir / "summary.json")
+    print(f"wrote {out_dir / 'trajectories.jsonl'} ({len(records)} trajectories)")

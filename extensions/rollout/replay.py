@@ -1,0 +1,196 @@
+"""Replay recorded trajectories and check the rebuilt tokens and masks, token for token.
+
+    python -m extensions.rollout experiments/gsm8k_code_verify --replay outputs/rollout/x/trajectories.jsonl
+
+A replay runs verl's real AgentLoopWorker and our agent loops again, but the model's turns
+come from the record (``ReplayServer``), tools return their recorded results
+(``ReplayTool``) and the user says what it said (``ReplayInteraction``). Everything in
+between — parsing, budgets, chat-template rendering, Continuous Token merging, masks — is
+recomputed, so any drift in the pipeline shows up as a token or mask mismatch.
+Each trajectory is keyed by its request id (the batch column ``trajectory_id``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from omegaconf import DictConfig, OmegaConf
+from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+from verl.protocol import DataProto
+from verl.tools.base_tool import BaseTool
+from verl.tools.schemas import ToolResponse
+from verl.workers.rollout.replica import TokenOutput
+
+from extensions.interactions.base import BaseInteraction
+from extensions.rollout.convert import row_tokens
+from extensions.rollout.records import TrajectoryRecord, read_jsonl, write_jsonl
+
+BOOKS: dict[str, dict[str, TrajectoryRecord]] = {}
+"""book id -> {trajectory_id: record}; how replay tools and interactions find their record."""
+
+
+def trajectory_id(position: int) -> str:
+    return f"replay-{position}"
+
+
+class ReplayServer:
+    """Returns each trajectory's recorded assistant turns, in order."""
+
+    def __init__(self, book: dict[str, TrajectoryRecord]):
+        self.book = book
+        self.turn: dict[str, int] = {}
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any):
+        record = self.book[request_id]
+        k = self.turn.get(request_id, 0)
+        self.turn[request_id] = k + 1
+        lo, hi = [t for t in record.turns if t.role == "assistant"][k].span
+        expected = record.prompt_ids + record.response_ids[:lo]
+        if list(prompt_ids) != expected:
+            raise AssertionError(
+                f"{request_id} turn {k}: prompt differs from the record at token {_first_diff(prompt_ids, expected)}"
+            )
+        logprobs = record.logprobs[lo:hi] if record.logprobs and sampling_params.get("logprobs") else None
+        return TokenOutput(token_ids=record.response_ids[lo:hi], log_probs=logprobs, extra_fields={})
+
+
+class ReplayTool(BaseTool):
+    """Stands in for a real tool: same name and schema, recorded results."""
+
+    def __init__(self, original: Any, book_id: str):
+        super().__init__({"type": "native"}, original.tool_schema)
+        self.book_id = book_id
+        self.used: dict[str, set[int]] = {}
+
+    async def execute(self, instance_id: str, parameters: dict[str, Any], **kwargs: Any):
+        request_id = kwargs["agent_data"].request_id
+        record = BOOKS[self.book_id][request_id]
+        used = self.used.setdefault(request_id, set())
+        arguments = json.dumps(parameters, ensure_ascii=False)
+        for n, call in enumerate(c for t in record.turns if t.role == "tool" for c in t.tool_calls):
+            if n not in used and call.name == self.name and json.loads(call.arguments) == json.loads(arguments):
+                used.add(n)
+                return ToolResponse(text=call.result or ""), call.reward, {}
+        raise AssertionError(f"{request_id}: no recorded call of {self.name} with {arguments}")
+
+
+class ReplayInteraction(BaseInteraction):
+    """Says what the recorded user said; the instance id is the trajectory's request id."""
+
+    def __init__(self, config: dict[str, Any]):
+        super().__init__(config)
+        self.book_id = config["book_id"]
+        self.next: dict[str, int] = {}
+
+    def _record(self, instance_id: str) -> TrajectoryRecord:
+        return BOOKS[self.book_id][instance_id]
+
+    async def opening_message(self, instance_id: str) -> str | None:
+        return self._record(instance_id).opening_message
+
+    async def generate_response(self, instance_id: str, messages: list[dict[str, Any]], **kwargs: Any):
+        record = self._record(instance_id)
+        users = [t for t in record.turns if t.role == "user"]
+        k = self.next.get(instance_id, 0)
+        self.next[instance_id] = k + 1
+        turn = users[k]
+        stop = turn.span[0] == turn.span[1] and record.termination_reason == "interaction_done"
+        return stop, turn.visible_text, float(turn.score or 0.0), {}
+
+
+def _first_diff(a: list[int], b: list[int]) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), min(len(a), len(b)))
+
+
+def _batch(records: list[TrajectoryRecord]) -> DataProto:
+    columns: dict[str, Any] = {}
+    rows = [
+        {
+            "raw_prompt": r.raw_prompt,
+            "agent_name": f"replay::{r.agent_name}",
+            "interaction_kwargs": {"name": r.interaction} if r.interaction else {},
+            "tools_kwargs": r.tools_kwargs,
+            "extra_info": {"index": r.index},
+            "trajectory_id": trajectory_id(i),
+        }
+        for i, r in enumerate(records)
+    ]
+    for key in rows[0]:
+        column = np.empty(len(rows), dtype=object)
+        for i, row in enumerate(rows):
+            column[i] = row[key]
+        columns[key] = column
+    return DataProto(non_tensor_batch=columns)
+
+
+def _register_replay_loops(config: DictConfig, records: list[TrajectoryRecord], book_id: str, out_dir: Path) -> None:
+    names = sorted({r.interaction for r in records if r.interaction})
+    interactions = out_dir / "replay_interactions.yaml"
+    interactions.write_text(
+        yaml.safe_dump(
+            {
+                "interaction": [
+                    {"name": n, "class_name": f"{__name__}.ReplayInteraction", "config": {"book_id": book_id}}
+                    for n in names
+                ]
+            }
+        )
+    )
+    path = config.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    entries = {e["name"]: dict(e) for e in OmegaConf.to_container(OmegaConf.load(path))} if path else {}
+    for agent_name in {r.agent_name for r in records}:
+        if agent_name not in entries:
+            raise ValueError(
+                f"cannot replay agent loop {agent_name!r}: not in {path} (only LongWorkflowAgent loops replay)"
+            )
+        entry = {**entries[agent_name], "interaction_config_path": str(interactions)}
+        _agent_loop_registry[f"replay::{agent_name}"] = entry
+
+
+async def replay(records: list[TrajectoryRecord], config: DictConfig, out_dir: Path) -> tuple[list[str], DataProto]:
+    """Re-run ``records``; returns the mismatches (empty when identical) and the output batch."""
+    from extensions.verl_config import build_agent_loop_worker
+
+    book_id = str(id(records))
+    BOOKS[book_id] = {trajectory_id(i): r for i, r in enumerate(records)}
+    out_dir.mkdir(parents=True, exist_ok=True)
+    _register_replay_loops(config, records, book_id, out_dir)
+    worker = build_agent_loop_worker(config, llm_client=ReplayServer(BOOKS[book_id]))
+    worker.tools = [ReplayTool(t, book_id) for t in worker.tools]
+    try:
+        out = await worker.generate_sequences(_batch(records))
+    finally:
+        BOOKS.pop(book_id, None)
+    problems = []
+    for i, record in enumerate(records):
+        prompt, response, mask, _ = row_tokens(out, i)
+        for name, got, want in (
+            ("prompt_ids", prompt, record.prompt_ids),
+            ("response_ids", response, record.response_ids),
+            ("response_mask", mask, record.response_mask),
+        ):
+            if got != want:
+                problems.append(
+                    f"trajectory {record.index}: {name} differs at position {_first_diff(got, want)} (lengths {len(got)} vs {len(want)})"
+                )
+    return problems, out
+
+
+def replay_file(path: str, config: DictConfig, out_dir: Path) -> int:
+    """CLI entry: print the verdict; exit code 0 if every trajectory rebuilt identically."""
+    records = read_jsonl(path)
+    replayable = [r for r in records if r.turns and r.termination_reason not in ("error", "prompt_too_long")]
+    skipped = len(records) - len(replayable)
+    problems, _ = asyncio.run(replay(replayable, config, out_dir))
+    write_jsonl([r.model_copy(update={"replayed": True}) for r in replayable], out_dir / "replayed.jsonl")
+    for problem in problems:
+        print(problem)
+    print(
+        f"replayed {len(replayable)} trajectories ({skipped} skipped: errors or prompt_too_long), {len(problems)} mismatch(es)"
+    )
+    return 1 if problems else 0
