@@ -27,7 +27,7 @@ from omegaconf import DictConfig, open_dict
 from extensions.errors import ConfigError, LongflowError
 from extensions.rollout.backends import BACKENDS, make_backend
 from extensions.rollout.convert import failed_records, to_record
-from extensions.rollout.data import batches, fill_defaults, load_dataset
+from extensions.rollout.data import batches, file_list, fill_defaults, load_dataset
 from extensions.rollout.records import TrajectoryRecord, write_jsonl
 from extensions.rollout.scoring import load_reward_fn, score
 from extensions.rollout.summary import format_summary, summarize
@@ -124,7 +124,7 @@ def _main(args: argparse.Namespace) -> int:
     backend_name = args.backend or default_backend()
     prepare_model(config, backend_name, args.overrides)
     backend = make_backend(backend_name, config)
-    files = [args.data] if args.data else list(config.data.train_files)
+    files = [args.data] if args.data else file_list(config.data.train_files)
     dataset = load_dataset(files, backend.tokenizer, config.data, args.limit)
     started = time.perf_counter()
     try:

@@ -17,6 +17,11 @@ from extensions.errors import ConfigError
 logger = logging.getLogger(__name__)
 
 
+def file_list(value: Any) -> list[str]:
+    """``data.train_files`` may be one path or a list of paths."""
+    return [str(value)] if isinstance(value, (str, Path)) else [str(v) for v in value]
+
+
 def load_dataset(files: list[str], tokenizer: Any, data_config: DictConfig, limit: int | None) -> RLHFDataset:
     """verl's RLHFDataset over ``files``; overlong prompts are kept (the loop records them)."""
     for file in files:
