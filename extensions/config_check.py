@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.util
 import inspect
 import io
 import sys
@@ -110,11 +111,18 @@ def check_experiment(path: Path) -> list[str]:
     problems = [
         f"{path}: {key}={value!r} does not exist (paths are relative to the repo root)"
         for key, value in pointed.items()
-        if value and not (ROOT / value).is_file()
+        if value and not _exists(str(value))
     ]
     if cfg.actor_rollout_ref.rollout.multi_turn.format not in _parser_names():
         problems.append(f"{path}: multi_turn.format={rollout.multi_turn.format!r} is not a registered tool parser")
     return problems
+
+
+def _exists(path: str) -> bool:
+    """A repo-relative file, or a ``pkg://`` module that imports."""
+    if path.startswith("pkg://"):
+        return importlib.util.find_spec(path[len("pkg://") :].replace("/", ".")) is not None
+    return (ROOT / path).is_file()
 
 
 def _parser_names() -> set[str]:

@@ -9,5 +9,7 @@ OUT=outputs/data/gsm8k_code_verify
 if [ ! -f "$OUT/train.parquet" ]; then
   python -m extensions.data.gsm8k --input "${GSM8K_INPUT:-../shared/data/gsm8k/train.jsonl}" \
     --output-dir "$OUT" --agent-name long_workflow --interaction code_verify
+  python -m extensions.data.gsm8k --input "${GSM8K_TEST_INPUT:-../shared/data/gsm8k/test.jsonl}" --split test \
+    --output-dir "$OUT" --agent-name long_workflow --interaction code_verify --limit 256
 fi
 python -m verl.trainer.main_ppo --config-path "$PWD/$EXP" --config-name config "$@"

@@ -13,9 +13,15 @@ from typing import Any
 
 from extensions.errors import ConfigError, SampleError
 from extensions.interactions.base import BaseInteraction, last_assistant_text
+from extensions.rewards.gsm8k import extract_answer, is_correct
 
 VERIFY_PROMPT = "Are you sure? Can you write Python code to verify your answer?"
 CONFIG_KEYS = {"name", "max_verify_rounds", "verify_prompt", "closing_message", "correct_score", "wrong_score"}
+
+
+def final_answer(text: str) -> str | None:
+    """The ``#### N`` answer if there is one, else the last number (thinking ignored)."""
+    return extract_answer(text, "strict") or extract_answer(text, "flexible")
 
 
 class CodeVerifyInteraction(BaseInteraction):
@@ -49,11 +55,9 @@ class CodeVerifyInteraction(BaseInteraction):
     async def generate_response(
         self, instance_id: str, messages: list[dict[str, Any]], **kwargs: Any
     ) -> tuple[bool, str, float, dict[str, Any]]:
-        from extensions.answers import answers_match, extract_answer
-
         state = self._state[instance_id]
-        answer = extract_answer(last_assistant_text(messages), mode="flexible")
-        correct = answer is not None and answers_match(answer, state["ground_truth"])
+        answer = final_answer(last_assistant_text(messages))
+        correct = is_correct(answer, state["ground_truth"])
         state["answers"].append(answer)
         score = self.correct_score if correct else self.wrong_score
         info = {"answer": answer, "correct": correct, "round": state["rounds"]}
@@ -65,10 +69,7 @@ class CodeVerifyInteraction(BaseInteraction):
     async def calculate_score(self, instance_id: str | None = None, **kwargs: Any) -> float:
         state = self._state.get(instance_id or "", {})
         answers = state.get("answers") or [None]
-        from extensions.answers import answers_match
-
-        last = answers[-1]
-        return self.correct_score if last is not None and answers_match(last, state["ground_truth"]) else 0.0
+        return self.correct_score if is_correct(answers[-1], state.get("ground_truth", "")) else 0.0
 
     async def finalize_interaction(self, instance_id: str | None = None, **kwargs: Any) -> None:
         self._state.pop(instance_id, None)

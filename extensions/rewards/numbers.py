@@ -12,6 +12,7 @@ from decimal import Decimal, InvalidOperation
 # A plain decimal after clean-up: optional minus, digits, optional fraction.
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _BOXED = re.compile(r"^\\boxed\{(.*)\}$", re.DOTALL)
+_SPACE_AFTER_SIGN = re.compile(r"(?<=[-+$])\s+")  # "$ 5", "- 5"; never between digits ("7 2" is no number)
 _MINUS_SIGNS = str.maketrans({"\u2212": "-", "\u2013": "-"})
 
 
@@ -35,7 +36,7 @@ def normalize_number(text: str) -> str | None:
     ``"$1,000.00"`` -> ``"1000"``, ``"+3.50"`` -> ``"3.5"``, ``"-0"`` -> ``"0"``.
     """
     cleaned = _unwrap(str(text).translate(_MINUS_SIGNS))
-    cleaned = cleaned.replace("$", "").replace(",", "").replace(" ", "")
+    cleaned = _SPACE_AFTER_SIGN.sub("", cleaned).replace("$", "").replace(",", "")
     if cleaned.endswith("."):
         cleaned = cleaned[:-1]
     if cleaned.startswith("+"):

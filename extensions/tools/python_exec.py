@@ -1,0 +1,59 @@
+"""The ``python_exec`` tool: run the model's Python in the sandbox and show it what happened.
+
+Tool YAML: ``tool_configs/python_exec.yaml``. Config keys are the fields of ``SandboxLimits``
+(``wall_time_s``, ``cpu_time_s``, ``memory_mb``, ``output_bytes``, ``file_size_bytes``, ``open_files``,
+``processes``), each optional. The schema the model sees comes from ``python_exec`` below.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verl.tools.base_tool import BaseTool
+from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
+from verl.utils.rollout_trace import rollout_trace_op
+
+from extensions.errors import SandboxError
+from extensions.tools.sandbox import SandboxLimits, run_python
+from extensions.tools.schema import argument_error, parse_tool_config, schema_from_function
+
+
+async def python_exec(code: str) -> str:
+    """Run a Python 3 program and return what it printed.
+
+    Each call starts a fresh program: only the standard library, no network, no files outside its own
+    working directory, nothing kept between calls, and limits on time, memory and output. Print what you
+    want to see.
+
+    Args:
+        code: A complete Python program, for example "print(sum(range(1, 101)))".
+    """
+    return (await run_python(code, limits=SandboxLimits())).to_text()
+
+
+class PythonExecTool(BaseTool):
+    """verl tool around ``run_python``; stateless, so one instance per trajectory needs no bookkeeping."""
+
+    def __init__(self, config: dict[str, Any], tool_schema: OpenAIFunctionToolSchema | None = None) -> None:
+        self.limits = parse_tool_config(SandboxLimits, config, tool="python_exec")
+        super().__init__(config, tool_schema or schema_from_function(python_exec))
+
+    @rollout_trace_op
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
+    ) -> tuple[ToolResponse, float, dict[str, Any]]:
+        """Run ``parameters["code"]``; bad arguments and sandbox failures come back as text, never raised."""
+        problem = argument_error(self.tool_schema, parameters)
+        if problem is not None:
+            return ToolResponse(text=problem), 0.0, {"error": "bad_arguments"}
+        try:
+            result = await run_python(parameters["code"], limits=self.limits)
+        except SandboxError as exc:
+            return ToolResponse(text=f"error: the sandbox could not run the code: {exc}"), 0.0, {"error": "sandbox"}
+        metrics = {
+            "exit_code": result.exit_code,
+            "timed_out": result.timed_out,
+            "killed_reason": result.killed_reason,
+            "duration_s": result.duration_s,
+        }
+        return ToolResponse(text=result.to_text()), 0.0, metrics
