@@ -21,6 +21,7 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.profiler import simple_timer
 from verl.utils.rollout_trace import rollout_trace_op
 
@@ -52,8 +53,18 @@ class LongWorkflowAgent(ToolAgentLoop):
         self.max_assistant_turns, self.max_user_turns = s.max_assistant_turns, s.max_user_turns
         self.max_parallel_calls = s.max_parallel_calls or self.max_parallel_calls
         self.interactions = load_interactions(s.interaction_config_path) if s.interaction_config_path else {}
+        if s.tool_parser:
+            self.tool_parser, self.tool_parser_name = self._parser(s.tool_parser), s.tool_parser
         self.think_ids = self._think_token_ids()
         self.eos_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
+
+    def _parser(self, name: str) -> Any:
+        if name not in ToolParser._registry:
+            raise ConfigError(
+                f"agent loop {self.agent_name!r}: tool_parser {name!r} is not registered; "
+                f"valid: {choices(ToolParser._registry)}"
+            )
+        return ToolParser.get_tool_parser(name, self.tokenizer)
 
     def _think_token_ids(self) -> tuple[int, int] | None:
         ids = [self.tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>")]

@@ -42,6 +42,8 @@ class LoopSettings(BaseModel):
     """Most user messages the interaction may add."""
     max_parallel_calls: int | None = Field(None, ge=1)
     """Most tool calls run per assistant turn; None uses verl's multi_turn.max_parallel_calls."""
+    tool_parser: str | None = None
+    """Tool-call format for this loop (e.g. auto, hermes_strict); None uses verl's global multi_turn.format."""
     thinking_in_loss: bool = True
     """If false, ``<think>...</think>`` tokens keep their place in the stream with mask 0."""
     reserve_final_tokens: int = Field(0, ge=0)

@@ -112,3 +112,11 @@ def test_verl07_interaction_class_drops_in(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     interactions = load_interactions(str(config))
     assert list(interactions) == ["gsm8k"] and interactions["gsm8k"].name == "gsm8k"
+
+
+async def test_unknown_tool_parser_names_the_registered_ones(worker):
+    loop = register_loop("lw_badparser", tool_parser="yaml")
+    with pytest.raises(
+        Exception, match=r"agent loop 'lw_badparser': tool_parser 'yaml' is not registered; valid: .*'auto'"
+    ):
+        await run_batch(worker, {"BP": ["a"]}, [sample("BP", loop)])
