@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# Set up (if needed) and run the CPU test suite plus lint:
+# Set up (if needed) and run lint and the CPU test suite:
 #   bash scripts/test.sh [pytest args]
+# Installs what the tests need: .venv with the pack (scripts/setup.sh) and Debian's chromium
+# for the viewer's browser test (scripts/install_chromium.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+bash scripts/install_chromium.sh
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+.venv/bin/python -m extensions.config_check
 .venv/bin/python -m pytest "$@"
