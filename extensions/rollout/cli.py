@@ -133,12 +133,14 @@ def _main(args: argparse.Namespace) -> int:
         backend.close()
     summary = summarize(records, time.perf_counter() - started)
     summary["backend"], summary["model"] = backend_name, str(config.actor_rollout_ref.model.path)
-    write_outputs(records, summary, out_dir, html=not args.no_html)
+    write_outputs(records, summary, out_dir, html=not args.no_html, tokenizer=backend.tokenizer)
     print(format_summary(summary))
     return 0
 
 
-def write_outputs(records: list[TrajectoryRecord], summary: dict[str, Any], out_dir: Path, *, html: bool) -> None:
+def write_outputs(
+    records: list[TrajectoryRecord], summary: dict[str, Any], out_dir: Path, *, html: bool, tokenizer: Any = None
+) -> None:
     import json
 
     write_jsonl(records, out_dir / "trajectories.jsonl")
@@ -146,5 +148,10 @@ def write_outputs(records: list[TrajectoryRecord], summary: dict[str, Any], out_
     if html:
         from extensions.rollout.view import render_file
 
-        render_file(out_dir / "trajectories.jsonl", out_dir / "report.html", summary_path=out_dir / "summary.json")
+        render_file(
+            out_dir / "trajectories.jsonl",
+            out_dir / "report.html",
+            summary_path=out_dir / "summary.json",
+            tokenizer=tokenizer,
+        )
     print(f"wrote {out_dir / 'trajectories.jsonl'} ({len(records)} trajectories)")
