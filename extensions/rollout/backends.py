@@ -78,7 +78,13 @@ def make_backend(name: str, config: DictConfig) -> Backend:
     if name == "hf":
         from extensions.backends.hf_server import HFServer
 
-        return InProcessBackend(config, HFServer(config.actor_rollout_ref.model.path))
+        rollout = config.actor_rollout_ref.rollout
+        server = HFServer.from_pretrained(
+            config.actor_rollout_ref.model.path,
+            response_length=int(rollout.response_length),
+            max_model_len=int(rollout.prompt_length) + int(rollout.response_length),
+        )
+        return InProcessBackend(config, server)
     if name in ("vllm", "sglang"):
         return ServerBackend(config)
     raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")
