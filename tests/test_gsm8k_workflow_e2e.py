@@ -50,7 +50,7 @@ async def test_code_verify_trajectory_reward_reason_and_mask(experiment, monkeyp
     ]
     worker = build_agent_loop_worker(config, llm_client=None)
     worker.llm_client = ScriptedServer(worker.tokenizer, {QUESTION: replies})
-    dataset = load_dataset(file_list(config.data.train_files), worker.tokenizer, config.data, limit=None)
+    dataset = load_dataset(file_list(config.data.train_files), worker.tokenizer, config.data)
     (batch,) = list(batches(dataset, 8))
     out = await worker.generate_sequences(batch)
     record = to_record(out, 0, worker.tokenizer)

@@ -48,7 +48,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default=None, help="output folder (default outputs/rollout/<experiment>)")
     parser.add_argument("--no-html", action="store_true", help="skip report.html")
     parser.add_argument("--replay", help="re-run recorded trajectories and check tokens and masks are identical")
-    return parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    unknown = [a for a in extra if a.startswith("-") or "=" not in a]
+    if unknown:
+        parser.error(f"unrecognized arguments: {' '.join(unknown)} (Hydra overrides look like key=value)")
+    args.overrides = [*args.overrides, *extra]
+    return args
 
 
 def compose_experiment(experiment: str, overrides: list[str]) -> tuple[DictConfig, Path]:
@@ -84,8 +89,8 @@ async def run_batches(backend: Any, dataset: Any, args: argparse.Namespace, rewa
     from tqdm import tqdm
 
     records: list[TrajectoryRecord] = []
-    with tqdm(total=len(dataset), desc="trajectories", unit="traj") as bar:
-        for batch in batches(dataset, args.batch_size):
+    with tqdm(total=min(args.limit or len(dataset), len(dataset)), desc="trajectories", unit="traj") as bar:
+        for batch in batches(dataset, args.batch_size, args.limit):
             fill_defaults(batch, agent_name=args.agent_name, interaction=args.interaction)
             started = time.perf_counter()
             try:
@@ -125,7 +130,7 @@ def _main(args: argparse.Namespace) -> int:
     prepare_model(config, backend_name, args.overrides)
     backend = make_backend(backend_name, config)
     files = [args.data] if args.data else file_list(config.data.train_files)
-    dataset = load_dataset(files, backend.tokenizer, config.data, args.limit)
+    dataset = load_dataset(files, backend.tokenizer, config.data)
     started = time.perf_counter()
     try:
         records = asyncio.run(run_batches(backend, dataset, args, load_reward_fn(config)))

@@ -22,7 +22,7 @@ def file_list(value: Any) -> list[str]:
     return [str(value)] if isinstance(value, (str, Path)) else [str(v) for v in value]
 
 
-def load_dataset(files: list[str], tokenizer: Any, data_config: DictConfig, limit: int | None) -> RLHFDataset:
+def load_dataset(files: list[str], tokenizer: Any, data_config: DictConfig) -> RLHFDataset:
     """verl's RLHFDataset over ``files``; overlong prompts are kept (the loop records them)."""
     for file in files:
         path = Path(file).expanduser()
@@ -35,7 +35,7 @@ def load_dataset(files: list[str], tokenizer: Any, data_config: DictConfig, limi
         config.filter_overlong_prompts = False
         config.return_raw_chat = True
     try:
-        dataset = RLHFDataset(files, tokenizer, config=config, max_samples=limit or -1)
+        dataset = RLHFDataset(files, tokenizer, config=config)  # its max_samples picks at random
     except Exception as exc:
         raise ConfigError(
             f"data files {files}: verl's RLHFDataset cannot read them: {type(exc).__name__}: {exc}"
@@ -47,10 +47,11 @@ def load_dataset(files: list[str], tokenizer: Any, data_config: DictConfig, limi
     return dataset
 
 
-def batches(dataset: RLHFDataset, batch_size: int) -> Iterator[DataProto]:
-    """The dataset in order, as verl's trainer would feed it (collate_fn + DataProto)."""
-    for start in range(0, len(dataset), batch_size):
-        items = [dataset[i] for i in range(start, min(start + batch_size, len(dataset)))]
+def batches(dataset: RLHFDataset, batch_size: int, limit: int | None = None) -> Iterator[DataProto]:
+    """The first ``limit`` samples in order, as verl's trainer would feed them (collate_fn + DataProto)."""
+    total = len(dataset) if limit is None else min(limit, len(dataset))
+    for start in range(0, total, batch_size):
+        items = [dataset[i] for i in range(start, min(start + batch_size, total))]
         batch = DataProto.from_single_dict(collate_fn(items))
         batch.non_tensor_batch["dataset_row"] = np.arange(start, start + len(items), dtype=object)
         yield batch
