@@ -1,0 +1,287 @@
+"""``HFServer``: verl's LLM server ``generate`` interface on an in-process transformers model (CPU).
+
+    server = HFServer.from_pretrained(ensure_embedded_model())
+    out = await server.generate("req-1", prompt_ids=ids, sampling_params={"temperature": 0, "max_tokens": 64})
+    out.token_ids, out.log_probs, out.stop_reason     # TokenOutput, as verl.workers.rollout.replica defines it
+
+Same contract as ``verl.workers.rollout.llm_server.LLMServerClient.generate`` backed by verl's vLLM
+server: generation stops at EOS (unless ``ignore_eos``) or any ``stop_token_ids`` (the stop token is
+included), or after ``max_tokens`` (clamped to ``[1, max_model_len - len(prompt_ids)]``, like verl's
+vLLM server); ``temperature`` 0 is greedy; ``top_p``, ``top_k`` (-1 or 0 = off), ``repetition_penalty``
+and a per-request ``seed`` are honoured. ``log_probs`` (one per token, when ``logprobs`` is truthy, as
+with vLLM) are the log-softmax of the logits the token was sampled from: ``processed_logprobs`` (verl's
+default ``rollout.logprobs_mode``: after repetition penalty, temperature, top-k/top-p) or
+``raw_logprobs`` (the model's logits at temperature 1). They agree for greedy or T=1 untruncated sampling.
+
+One background thread owns the model. Requests are queued; whenever requests are waiting and the batch
+has room, the thread prefills them (left-padded) and merges their KV cache into the running batch, so
+concurrent requests decode together; each leaves the batch when it finishes (continuous batching).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import queue
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from transformers import DynamicCache
+from verl.workers.rollout.replica import TokenOutput
+
+from extensions.backends.sampling import LogprobsMode, Sampling, parse_sampling_params, sample_token
+
+
+@dataclass(eq=False)
+class _Request:
+    prompt_ids: list[int]
+    sampling: Sampling
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[TokenOutput]
+    generator: torch.Generator | None = None
+    token_ids: list[int] = field(default_factory=list)
+    log_probs: list[float] = field(default_factory=list)
+    stop_reason: str | None = None
+
+
+def _resolve(request: _Request, result: TokenOutput | BaseException) -> None:
+    def deliver() -> None:
+        if request.future.done():
+            return
+        if isinstance(result, BaseException):
+            request.future.set_exception(result)
+        else:
+            request.future.set_result(result)
+
+    with contextlib.suppress(RuntimeError):  # the caller's event loop is closed: nobody is waiting
+        request.loop.call_soon_threadsafe(deliver)
+
+
+def _left_pad(t: torch.Tensor, dim: int, total: int) -> torch.Tensor:
+    """Zero-pad dimension ``dim`` of ``t`` on the left up to ``total`` (KV caches and masks stay aligned right)."""
+    return torch.nn.functional.pad(t, (0, 0) * (t.dim() - 1 - dim) + (total - t.shape[dim], 0))
+
+
+def default_threads() -> int:
+    """One core fewer than this process may use (at least 1): the event loop, tools and other processes get a
+    core, and torch's OpenMP threads never spin against them (oversubscribed, 2 threads ran 4x slower than 1)."""
+    return max(1, len(os.sched_getaffinity(0)) - 1)
+
+
+class HFServer:
+    """In-process LLM server with verl's ``generate`` coroutine; see the module docstring."""
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        max_batch_size: int = 8,
+        max_model_len: int | None = None,
+        response_length: int | None = None,
+        num_threads: int | None = None,
+        logprobs_mode: LogprobsMode = "processed_logprobs",
+        seed: int | None = None,
+    ) -> None:
+        if logprobs_mode not in ("processed_logprobs", "raw_logprobs"):
+            raise ValueError(f"logprobs_mode must be 'processed_logprobs' or 'raw_logprobs', got {logprobs_mode!r}")
+        if max_batch_size < 1:
+            raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        self.model = model.eval()
+        config, gen = model.config, getattr(model, "generation_config", None)
+        self.max_model_len = max_model_len or config.max_position_embeddings
+        self.response_length = response_length or self.max_model_len
+        self.vocab_size = config.vocab_size
+        eos = [getattr(gen, "eos_token_id", None), config.eos_token_id]
+        self.eos_ids = frozenset(t for e in eos for t in (e if isinstance(e, list) else [e]) if t is not None)
+        pads = (getattr(gen, "pad_token_id", None), getattr(config, "pad_token_id", None), *sorted(self.eos_ids), 0)
+        self.pad_id = next(t for t in pads if t is not None)  # any id works: padding is masked out
+        self.max_batch_size = max_batch_size
+        self.num_threads = num_threads or default_threads()
+        self.logprobs_mode = logprobs_mode
+        self.max_batch_seen = 0
+        self._generator = torch.Generator().manual_seed(seed) if seed is not None else torch.Generator()
+        self._queue: queue.Queue[_Request | None] = queue.Queue()
+        self._rows: list[_Request] = []
+        self._cache: DynamicCache | None = None
+        self._mask = torch.zeros(0, 0, dtype=torch.long)
+        self._closed = False
+        self._thread = threading.Thread(target=self._serve, name="hf-server", daemon=True)
+        self._thread.start()
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, *, dtype: str = "float32", **kwargs: Any) -> HFServer:
+        """Load a Hugging Face model directory (checked by ``validate_model_dir``) and serve it."""
+        from transformers import AutoModelForCausalLM
+
+        from extensions.backends.embedded_model import validate_model_dir
+
+        model = AutoModelForCausalLM.from_pretrained(validate_model_dir(path), dtype=getattr(torch, dtype))
+        return cls(model, **kwargs)
+
+    async def generate(
+        self,
+        request_id: str,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: list[Any] | None = None,
+        video_data: list[Any] | None = None,
+        audio_data: list[Any] | None = None,
+        mm_processor_kwargs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> TokenOutput:
+        """Generate a continuation of ``prompt_ids``; ``kwargs`` (e.g. ``priority``) are accepted and ignored."""
+        if image_data or video_data or audio_data:
+            raise ValueError(f"request {request_id}: HFServer serves text-only models; got multimodal data")
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt or min(prompt) < 0 or max(prompt) >= self.vocab_size:
+            raise ValueError(f"request {request_id}: prompt_ids must be non-empty ids in [0, {self.vocab_size})")
+        sampling = parse_sampling_params(
+            sampling_params,
+            prompt_len=len(prompt),
+            max_model_len=self.max_model_len,
+            default_max_tokens=self.response_length,
+            eos_ids=self.eos_ids,
+        )
+        if self._closed:
+            raise RuntimeError("HFServer is closed")
+        loop = asyncio.get_running_loop()
+        generator = torch.Generator().manual_seed(sampling.seed) if sampling.seed is not None else None
+        request = _Request(prompt, sampling, loop, loop.create_future(), generator)
+        self._queue.put(request)
+        return await request.future
+
+    def close(self) -> None:
+        """Stop the model thread; queued and running requests fail with RuntimeError."""
+        self._closed = True
+        self._queue.put(None)
+        self._thread.join(timeout=60)
+
+    # --- model thread -------------------------------------------------------------------------------
+
+    def _serve(self) -> None:
+        torch.set_num_threads(self.num_threads)
+        while True:
+            new = self._admit()
+            if self._closed:
+                self._rows += new
+                break
+            try:
+                with torch.inference_mode():
+                    if new:
+                        self._prefill(new)
+                    elif self._rows:
+                        self._decode()
+                    self._retire()
+            except Exception as exc:  # fail this batch, keep serving
+                for request in self._rows + new:
+                    _resolve(request, exc)
+                self._rows, self._cache, self._mask = [], None, torch.zeros(0, 0, dtype=torch.long)
+        self._drain(RuntimeError("HFServer is closed"))
+
+    def _admit(self) -> list[_Request]:
+        new: list[_Request] = []
+        while len(self._rows) + len(new) < self.max_batch_size:
+            try:
+                request = self._queue.get(block=not self._rows and not new)
+            except queue.Empty:
+                break
+            if request is None:
+                self._closed = True
+                break
+            if not request.future.done():
+                new.append(request)
+        return new
+
+    def _drain(self, exc: BaseException) -> None:
+        for request in self._rows:
+            _resolve(request, exc)
+        self._rows = []
+        while not self._queue.empty():
+            if (request := self._queue.get_nowait()) is not None:
+                _resolve(request, exc)
+
+    def _forward(
+        self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: DynamicCache
+    ) -> torch.Tensor:
+        out = self.model(
+            input_ids=ids,
+            attention_mask=mask,
+            position_ids=positions,
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        return out.logits[:, -1].float()
+
+    def _prefill(self, new: list[_Request]) -> None:
+        width = max(len(r.prompt_ids) for r in new)
+        ids = torch.full((len(new), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, request in enumerate(new):
+            ids[i, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
+            mask[i, width - len(request.prompt_ids) :] = 1
+        cache = DynamicCache(config=self.model.config)
+        logits = self._forward(ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), cache)
+        self._sample(logits, new)
+        if self._cache is None:
+            self._rows, self._cache, self._mask = new, cache, mask
+        else:
+            total = max(self._mask.shape[1], width)
+            self._mask = torch.cat([_left_pad(self._mask, 1, total), _left_pad(mask, 1, total)])
+            for old, fresh in zip(self._cache.layers, cache.layers, strict=True):
+                old.keys = torch.cat([_left_pad(old.keys, 2, total), _left_pad(fresh.keys, 2, total)])
+                old.values = torch.cat([_left_pad(old.values, 2, total), _left_pad(fresh.values, 2, total)])
+            self._rows = self._rows + new
+        self.max_batch_seen = max(self.max_batch_seen, len(self._rows))
+
+    def _decode(self) -> None:
+        if self._cache is None:
+            raise RuntimeError("HFServer: running rows without a KV cache")
+        last = torch.tensor([[r.token_ids[-1]] for r in self._rows])
+        self._mask = torch.cat([self._mask, torch.ones(len(self._rows), 1, dtype=torch.long)], dim=1)
+        logits = self._forward(last, self._mask, self._mask.sum(-1, keepdim=True) - 1, self._cache)
+        self._sample(logits, self._rows)
+
+    def _sample(self, logits: torch.Tensor, rows: list[_Request]) -> None:
+        for i, request in enumerate(rows):
+            s = request.sampling
+            seen = request.prompt_ids + request.token_ids if s.repetition_penalty != 1.0 else []
+            token, logprob = sample_token(logits[i], s, seen, request.generator or self._generator, self.logprobs_mode)
+            request.token_ids.append(token)
+            request.log_probs.append(logprob)
+            if token in s.stop_ids:
+                request.stop_reason = "completed"
+            elif len(request.token_ids) >= s.max_tokens:
+                request.stop_reason = "length"
+
+    def _retire(self) -> None:
+        keep = [i for i, r in enumerate(self._rows) if r.stop_reason is None and not r.future.done()]
+        for request in self._rows:
+            if request.stop_reason is not None:
+                _resolve(request, self._output(request))
+        if len(keep) == len(self._rows):
+            return
+        self._rows = [self._rows[i] for i in keep]
+        if not keep:
+            self._cache, self._mask = None, torch.zeros(0, 0, dtype=torch.long)
+            return
+        index = torch.tensor(keep)
+        lead = int(self._mask[index].argmax(dim=1).min())  # leading columns that are padding in every kept row
+        self._mask = self._mask[index, lead:]
+        for layer in self._cache.layers:
+            layer.keys, layer.values = layer.keys[index, :, lead:], layer.values[index, :, lead:]
+
+    @staticmethod
+    def _output(request: _Request) -> TokenOutput:
+        return TokenOutput(
+            token_ids=request.token_ids,
+            log_probs=request.log_probs if request.sampling.logprobs else None,
+            stop_reason=request.stop_reason,
+            num_preempted=0,
+            extra_fields={"min_global_steps": None, "max_global_steps": None},
+        )
