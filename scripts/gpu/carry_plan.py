@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Plan and stage the device calls that carry .whl-gpu/parts/ to the GPU machine (run HERE).
+
+    python3 scripts/gpu/carry_plan.py             # print the calls: files, sizes, carry, command
+    python3 scripts/gpu/carry_plan.py --stage     # also hard-link each call's files into .whl-gpu/carry/NN/
+    python3 scripts/gpu/carry_plan.py --only gguf.part-04 wheels.tar.part-11 --stage   # re-carry some parts
+    python3 scripts/gpu/carry_plan.py --json      # the same plan, machine-readable
+
+Every call's files are staged beforehand, each call in its own folder .whl-gpu/carry/NN (git
+ignores .whl-gpu/), so the device calls can follow each other with nothing run here in between:
+the machine goes back after 30 s idle (and after 30 min held), and /tmp goes with it. Call NN
+names `.whl-gpu/carry/NN` in the device tool's `carry` and runs
+`mkdir -p /tmp/longflow-parts && cp .whl-gpu/carry/NN/* /tmp/longflow-parts/`.
+
+Order: the wheel parts first (call 1 also holds the two manifests), the last of them also runs
+install_on_gpu.sh's wheels+check steps; then the GGUF parts, the last of which runs its model
+step. Each group is packed first-fit-decreasing into calls of at most --max-mib (60) MiB; wheel
+parts and GGUF parts are separate files, so either group can go first (--gguf-first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+MIB = 1 << 20
+TREE_LIMIT = 64 * MIB  # the device tool's limit per call: working tree + carried paths
+MANIFESTS = ("MANIFEST.sha256", "WHOLE.sha256")
+CARRY_ROOT = ".whl-gpu/carry"
+REMOTE = "/tmp/longflow-parts"
+GROUPS = {"wheels": "wheels.tar.part-", "gguf": "gguf.part-"}
+INSTALL = {"wheels": "LONGFLOW_STEPS=wheels,check bash scripts/gpu/install_on_gpu.sh",
+           "gguf": "LONGFLOW_STEPS=model bash scripts/gpu/install_on_gpu.sh"}  # fmt: skip
+
+
+def working_tree_bytes() -> int:
+    """Bytes that travel with every call: tracked + untracked-not-ignored files."""
+    out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                         cwd=REPO, capture_output=True, check=True).stdout  # fmt: skip
+    total = 0
+    for name in filter(None, out.split(b"\0")):
+        p = REPO / os.fsdecode(name)
+        if p.is_file() and not p.is_symlink():
+            total += p.stat().st_size
+    return total
+
+
+def pack(files: list[Path], cap: int) -> list[list[Path]]:
+    """First fit decreasing; bins keep name order inside."""
+    bins: list[list[Path]] = []
+    for p in sorted(files, key=lambda p: (-p.stat().st_size, p.name)):
+        if p.stat().st_size > cap:
+            raise SystemExit(
+                f"{p.name}: {p.stat().st_size / MIB:.1f} MiB > {cap / MIB:.0f} MiB; rebuild with a smaller PART_SIZE"
+            )
+        for b in bins:
+            if sum(q.stat().st_size for q in b) + p.stat().st_size <= cap:
+                b.append(p)
+                break
+        else:
+            bins.append([p])
+    for b in bins:
+        b.sort(key=lambda p: p.name)
+    return sorted(bins, key=lambda b: b[0].name)
+
+
+def make_plan(parts: Path, cap: int, only: list[str] | None, gguf_first: bool, install: bool) -> list[dict]:
+    files = {p.name: p for p in parts.iterdir() if p.is_file()}
+    wanted = set(only) if only else set(files)
+    if only and set(only) - set(files):
+        raise SystemExit(f"not in {parts}: {sorted(set(only) - set(files))}")
+    order = ["gguf", "wheels"] if gguf_first else ["wheels", "gguf"]
+    calls: list[dict] = []
+    manifests = [files[m] for m in MANIFESTS if m in wanted and m in files]
+    for group in order:
+        group_files = [p for n, p in files.items() if n.startswith(GROUPS[group]) and n in wanted]
+        if not group_files:
+            continue
+        bins = pack(group_files, cap)
+        if manifests and not calls:  # manifests ride in the first call that has room
+            small = sum(p.stat().st_size for p in manifests)
+            room = [b for b in bins if sum(p.stat().st_size for p in b) + small <= cap]
+            target = room[0] if room else None
+            if target is None:
+                bins.insert(0, [])
+                target = bins[0]
+            target[:0] = manifests
+            bins.remove(target)
+            bins.insert(0, target)
+            manifests = []
+        for i, b in enumerate(bins):
+            last = i == len(bins) - 1
+            calls.append(
+                {"group": group, "files": b, "install": INSTALL[group] if (last and install and not only) else None}
+            )
+    if manifests:  # only manifests asked for
+        calls.insert(0, {"group": "manifests", "files": manifests, "install": None})
+    expected = 0
+    for n, c in enumerate(calls, 1):
+        expected += len(c["files"])
+        c["n"], c["expected"] = n, expected
+        c["bytes"] = sum(p.stat().st_size for p in c["files"])
+        c["carry"] = f"{CARRY_ROOT}/{'redo-' if only else ''}{n:02d}"
+        c["command"] = (f"mkdir -p {REMOTE} && cp {c['carry']}/* {REMOTE}/ && echo \"call {n}/{len(calls)}: "
+                        f"$(ls {REMOTE} | wc -l) files in {REMOTE}, {'at least ' if only else ''}{expected} expected\"")  # fmt: skip
+        if c["install"]:
+            c["command"] += " && " + c["install"]
+    return calls
+
+
+def stage(calls: list[dict], only: bool) -> None:
+    root = REPO / CARRY_ROOT
+    if root.exists():
+        for d in root.iterdir():  # keep the other kind (plan vs redo) untouched
+            if d.name.startswith("redo-") == only:
+                shutil.rmtree(d)
+    for c in calls:
+        dest = REPO / c["carry"]
+        dest.mkdir(parents=True, exist_ok=True)
+        for p in c["files"]:
+            try:
+                os.link(p, dest / p.name)
+            except OSError:
+                shutil.copy2(p, dest / p.name)
+    if subprocess.run(["git", "check-ignore", "-q", CARRY_ROOT + "/x"], cwd=REPO).returncode != 0:
+        raise SystemExit(f"{CARRY_ROOT} is not ignored by git: it would travel as working tree")
+    print(f"staged {len(calls)} call folder(s) under {CARRY_ROOT}/ (hard links, no extra disk)\n")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", type=Path, default=REPO / ".whl-gpu" / "parts")
+    ap.add_argument("--max-mib", type=float, default=60)
+    ap.add_argument("--only", nargs="+", metavar="PART", help="only these part names (re-carry after a fresh machine)")
+    ap.add_argument("--stage", action="store_true", help="hard-link each call's files into .whl-gpu/carry/NN/")
+    ap.add_argument("--gguf-first", action="store_true")
+    ap.add_argument("--no-install", action="store_true", help="no install_on_gpu.sh in the group-closing calls")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if not args.parts.is_dir():
+        raise SystemExit(f"{args.parts} missing: run bash scripts/gpu/build_wheelhouse.sh first")
+
+    calls = make_plan(args.parts, int(args.max_mib * MIB), args.only, args.gguf_first, not args.no_install)
+    tree = working_tree_bytes()
+    total = sum(c["bytes"] for c in calls)
+    if args.stage:
+        stage(calls, bool(args.only))
+    if args.json:
+        out = [
+            {**c, "files": [p.name for p in c["files"]], "over_limit": c["bytes"] + tree > TREE_LIMIT} for c in calls
+        ]
+        print(json.dumps({"total_bytes": total, "working_tree_bytes": tree, "calls": out}, indent=1))
+        return 0
+
+    print(f"{len(calls)} device calls carry {total / MIB:.1f} MiB ({total} bytes) from {args.parts}")
+    print(
+        f"working tree travelling with each call: {tree / MIB:.2f} MiB (limit: {TREE_LIMIT // MIB} MiB with the carried folder)"
+    )
+    print(f'call N: run(carry=["{CARRY_ROOT}/NN"], command=...) with the command below; back to back, nothing')
+    print("in between (30 s idle gives the machine back, and /tmp with it).\n")
+    over = False
+    for c in calls:
+        flag = ""
+        if c["bytes"] + tree > TREE_LIMIT:
+            flag, over = "  <-- OVER 64 MiB WITH THE WORKING TREE", True
+        print(
+            f"call {c['n']:2d}  {c['bytes'] / MIB:5.1f} MiB  carry={c['carry']}  {' '.join(p.name for p in c['files'])}{flag}"
+        )
+        if c["install"]:
+            print(f"         then, same call (timeout_s=600): {c['install']}")
+    print("\ncommands:")
+    for c in calls:
+        print(f"  {c['n']:2d}: {c['command']}")
+    if not args.stage:
+        print("\n(not staged yet: add --stage)")
+    if over:
+        print("\nWARNING: some calls exceed 64 MiB with the working tree: rebuild with PART_SIZE=50M", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
