@@ -33,9 +33,7 @@ VERL_PROVIDED = {"trainer_config", "server_manager", "tokenizer", "processor", "
 
 
 def repo_yaml_files(root: Path = ROOT) -> list[Path]:
-    return sorted(
-        p for p in root.rglob("*.y*ml") if p.suffix in {".yaml", ".yml"} and not (set(p.parts) & SKIP_DIRS)
-    )
+    return sorted(p for p in root.rglob("*.y*ml") if p.suffix in {".yaml", ".yml"} and not (set(p.parts) & SKIP_DIRS))
 
 
 def check_agent_loops(entries: list[Any], where: str) -> list[str]:

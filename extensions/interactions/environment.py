@@ -33,13 +33,17 @@ class EnvironmentInteraction(BaseInteraction):
         super().__init__(config)
         unknown = set(config) - CONFIG_KEYS
         if unknown:
-            raise ConfigError(f"unknown key(s) {sorted(unknown)} for EnvironmentInteraction; valid: {sorted(CONFIG_KEYS)}")
+            raise ConfigError(
+                f"unknown key(s) {sorted(unknown)} for EnvironmentInteraction; valid: {sorted(CONFIG_KEYS)}"
+            )
         if not isinstance(config.get("env"), str):
             raise ConfigError("EnvironmentInteraction needs config.env: a dotted class path with reset() and step()")
         self.env_cls = import_class(config["env"], where="config.env")
         missing = [m for m in ("reset", "step") if not callable(getattr(self.env_cls, m, None))]
         if missing:
-            raise ConfigError(f"config.env {config['env']!r} lacks method(s) {missing}; an env needs reset() and step()")
+            raise ConfigError(
+                f"config.env {config['env']!r} lacks method(s) {missing}; an env needs reset() and step()"
+            )
         self.env_kwargs = dict(config.get("env_kwargs") or {})
         self._check_kwargs(self.env_kwargs, where="config.env_kwargs")
         self._envs: dict[str, Any] = {}

@@ -44,6 +44,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="first N samples only")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--agent-name", help="agent loop for samples without an agent_name column")
+    parser.add_argument("--force-agent-name", help="run every sample with this agent loop (A/B comparisons)")
     parser.add_argument("--interaction", help="interaction name for samples without interaction_kwargs.name")
     parser.add_argument("--out", default=None, help="output folder (default outputs/rollout/<experiment>)")
     parser.add_argument("--no-html", action="store_true", help="skip report.html")
@@ -91,6 +92,8 @@ async def run_batches(backend: Any, dataset: Any, args: argparse.Namespace, rewa
     records: list[TrajectoryRecord] = []
     with tqdm(total=min(args.limit or len(dataset), len(dataset)), desc="trajectories", unit="traj") as bar:
         for batch in batches(dataset, args.batch_size, args.limit):
+            if args.force_agent_name:
+                batch.non_tensor_batch["agent_name"][:] = args.force_agent_name
             fill_defaults(batch, agent_name=args.agent_name, interaction=args.interaction)
             started = time.perf_counter()
             try:
