@@ -182,7 +182,11 @@ def prepare(
         raise ConfigError(f"--val-size {val_size}: only {len(indices)} usable rows; leave some for {split!r}")
     # 3. Seeded hold-out, then build and write each split in input order.
     held_out = set(random.Random(seed).sample(indices, val_size)) if val_size else set()
-    splits = {split: [i for i in indices if i not in held_out], VAL_SPLIT: sorted(held_out)}
+    if held_out and split == VAL_SPLIT:
+        raise ConfigError(f"--split {split!r} is the name of the --val-size hold-out; pick another split name")
+    splits = {split: [i for i in indices if i not in held_out]}
+    if held_out:
+        splits[VAL_SPLIT] = sorted(held_out)
     out_dir = Path(output_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     written: dict[str, Path] = {}

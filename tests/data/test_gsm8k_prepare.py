@@ -145,3 +145,13 @@ def test_cli_reports_errors(tmp_path: Path, caplog: pytest.LogCaptureFixture) ->
     assert main(["--input", str(missing), "--output-dir", str(tmp_path)]) == 2
     assert caplog.records[-1].levelname == "ERROR"
     assert caplog.records[-1].getMessage().startswith(f"--input {missing}: no such file")
+
+
+def test_split_named_like_the_holdout_is_written(tmp_path):
+    from extensions.data.gsm8k import VAL_SPLIT, prepare
+
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"question": "1+1?", "answer": "#### 2"}\n{"question": "2+2?", "answer": "#### 4"}\n')
+    written = prepare(str(source), tmp_path / "out", split=VAL_SPLIT)
+    assert list(written) == [VAL_SPLIT] and written[VAL_SPLIT].name == f"{VAL_SPLIT}.parquet"
+    assert written[VAL_SPLIT].is_file()
