@@ -33,6 +33,8 @@ from extensions.loop_settings import VERL_LOOP_KWARGS, LoopSettings, parse_setti
 from extensions.tool_session import ToolOutcome, ToolSession
 
 logger = logging.getLogger(__name__)
+FRAMING_BOUND = 128
+"""Upper bound on the tokens a chat template adds around one context message."""
 
 
 def sample_label(kwargs: dict[str, Any]) -> str:
@@ -199,7 +201,7 @@ class LongWorkflowAgent(ToolAgentLoop):
             raise RuntimeError("the server returned an empty response (0 tokens)")
         await self._merge_assistant(data, output)
         content, calls, errors = await self._parse(output.token_ids)
-        data.final_answer_text = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        data.last_assistant_ids = output.token_ids
         data.tool_calls = calls[: self.max_parallel_calls]
         data.parse_errors = errors + [
             f"Tool call '{c.name}' was not run: at most {self.max_parallel_calls} tool call(s) per turn."
@@ -278,11 +280,9 @@ class LongWorkflowAgent(ToolAgentLoop):
             if count >= limit:
                 data.add_turn("user", start, start, appended=False, **record)
                 return data.finish(reason or Reason.MAX_ASSISTANT_TURNS)
-        message = {"role": "user", "content": text}
-        if not await self._fits(data, [message], 0):
+        if not await self._append_context(data, [{"role": "user", "content": text}], shrink=False):
             data.add_turn("user", start, start, appended=False, **record)
             return data.finish(Reason.RESPONSE_BUDGET, "no room left for the user's message")
-        await self._append_context(data, [message], shrink=False)
         data.user_turns += 1
         data.add_turn("user", start, len(data.response_mask), appended=True, **record)
         return Phase.GENERATING
@@ -347,14 +347,23 @@ class LongWorkflowAgent(ToolAgentLoop):
         return self.response_length - len(data.response_mask) - self.settings.reserve_final_tokens
 
     async def _fits(self, data: Episode, messages: list[dict[str, Any]], extra: int) -> bool:
-        """Would ``messages`` plus ``extra`` tokens fit in the room left (reserve kept)?"""
+        """Would ``messages`` plus ``extra`` tokens fit in the room left (reserve kept)?
+
+        Rendering costs as much as appending, so it is skipped when the room is far larger than
+        any chat template's framing of ``messages`` (``FRAMING_BOUND`` tokens per message).
+        """
+        if self._room(data) >= extra + FRAMING_BOUND * (len(messages) + 1):
+            return True
         merge, mask, _ = await self.ct_merge_context_msg(
             data.messages, data.messages + messages, data.prompt_ids, data.response_mask, None, tools=data.schemas
         )
         return len(mask) - len(data.response_mask) + extra <= self._room(data)
 
-    async def _append_context(self, data: Episode, messages: list[dict[str, Any]], *, shrink: bool) -> None:
-        """Append context messages (mask 0); shrink tool results by tokens until they fit."""
+    async def _append_context(self, data: Episode, messages: list[dict[str, Any]], *, shrink: bool) -> bool:
+        """Append context messages (mask 0); shrink tool results by tokens until they fit.
+
+        Without ``shrink``, messages that do not fit are not appended and False is returned.
+        """
         for _attempt in range(4):
             merge, mask, logprobs = await self.ct_merge_context_msg(
                 data.messages,
@@ -365,15 +374,20 @@ class LongWorkflowAgent(ToolAgentLoop):
                 tools=data.schemas,
             )
             overflow = len(mask) - len(data.response_mask) - self._room(data)
-            if overflow <= 0 or not shrink:
+            if overflow <= 0:
                 break
+            if not shrink:
+                return False
             messages = shrink_messages(self.tokenizer, messages, overflow)
         data.messages.extend(messages)
         data.prompt_ids, data.response_mask = merge.token_ids, mask
         if data.response_logprobs:
             data.response_logprobs = logprobs or []
+        return True
 
     def _output(self, data: Episode) -> AgentLoopOutput:
+        if data.last_assistant_ids:
+            data.final_answer_text = self.tokenizer.decode(data.last_assistant_ids, skip_special_tokens=True)
         if not data.prompt_ids:  # failed before the prompt was built
             data.prompt_ids = [self.eos_id]
         n = len(data.response_mask)

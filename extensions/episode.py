@@ -56,6 +56,7 @@ class Episode(AgentData):
         self.reason: Reason | None = None
         self.error: str | None = None
         self.final_answer_text = ""
+        self.last_assistant_ids: list[int] = []
         self.interaction: Any = None
         self.interaction_name: str | None = None
         self.interaction_id: str | None = None
