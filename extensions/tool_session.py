@@ -17,6 +17,7 @@ import asyncio
 import json
 import logging
 import time
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +57,17 @@ class ToolOutcome:
             "error": self.error,
             "result": self.text,
         }
+
+
+_PARAMETER_SCHEMAS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+
+
+def parameters_schema(tool: Any) -> dict[str, Any]:
+    """The tool's JSON-schema ``parameters`` as a dict, computed once per tool object."""
+    schema = _PARAMETER_SCHEMAS.get(tool)
+    if schema is None:
+        schema = _PARAMETER_SCHEMAS[tool] = tool.tool_schema.function.parameters.model_dump(exclude_none=True)
+    return schema
 
 
 class ToolLimiter:
@@ -128,8 +140,7 @@ class ToolSession:
             return ToolOutcome(
                 name, arguments, f"Arguments for '{name}' are not valid JSON: {exc}.", error="bad_arguments"
             )
-        schema = tool.tool_schema.function.parameters.model_dump(exclude_none=True)
-        problem = check_arguments(schema, parsed, name)
+        problem = check_arguments(parameters_schema(tool), parsed, name)
         if problem:
             return ToolOutcome(name, arguments, problem, error="bad_arguments")
         limit = self.concurrency.get(name, self.default_concurrency)
