@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 
 from extensions.verl_config import build_agent_loop_worker
@@ -53,6 +53,12 @@ class ServerBackend:
         from verl.experimental.agent_loop import AgentLoopManager
         from verl.workers.rollout.llm_server import LLMServerManager
 
+        with open_dict(config):
+            # verl starts rollout servers on dummy weights and the trainer syncs the real ones;
+            # with no trainer, the server must load the checkpoint itself.
+            config.actor_rollout_ref.rollout.load_format = "auto"
+            if int(config.actor_rollout_ref.rollout.get("nnodes", 0) or 0) < 1:
+                config.actor_rollout_ref.rollout.nnodes = 1  # standalone servers, not colocated
         if not ray.is_initialized():
             ray.init(runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "true", "VLLM_LOGGING_LEVEL": "WARN"}})
         self.server_manager = LLMServerManager.create(config=config)
