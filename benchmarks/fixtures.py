@@ -143,7 +143,7 @@ SYSTEM = "You are a careful research agent. Think step by step, use the lookup t
 def synthetic_trace(index: int, turns: int = 15, words: float = 1.0) -> Trace:
     """agent -> tool -> agent -> user -> ...: odd turns call ``lookup``, even turns answer and get a
     user reply, the last turn answers (the scripted user then ends the episode: interaction_done).
-    ``words`` scales every text (1.0: ~160-token assistant turns, ~90-token tool results)."""
+    ``words`` scales every text (1.0: ~150/120-token tool/answer turns, ~70-token tool results)."""
     rng = random.Random(index)
     say = lambda n: " ".join(rng.choice(WORDS) for _ in range(max(1, round(n * words))))  # noqa: E731
     replies, results, users = [], {}, []

@@ -1,6 +1,6 @@
 """Load: 2,000 concurrent 15-turn trajectories through one in-process AgentLoopWorker, three times.
 
-    .venv/bin/python -m benchmarks.load                     # several minutes on 2 cores; writes docs/benchmarks/load.json
+    .venv/bin/python -m benchmarks.load                     # 4-8 min on 2 cores; writes docs/benchmarks/load.json
     .venv/bin/python -m benchmarks.load --trajectories 200 --profile   # smaller, plus where the time goes
 
 LongWorkflowAgent (``bench_long_workflow``) on synthetic agent -> tool -> agent -> user traces

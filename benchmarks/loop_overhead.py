@@ -1,6 +1,6 @@
 """CPU time the agent loop spends per turn OUTSIDE generation: LongWorkflowAgent vs verl's ToolAgentLoop.
 
-    .venv/bin/python -m benchmarks.loop_overhead            # ~5 min on 2 cores; writes docs/benchmarks/loop_overhead.json
+    .venv/bin/python -m benchmarks.loop_overhead            # 4-6 min on 2 cores; writes docs/benchmarks/loop_overhead.json
     .venv/bin/python -m benchmarks.loop_overhead --gsm8k PATH --out /tmp/lo.json --profile
 
 Everything runs through verl's real AgentLoopWorker, in-process, with the real offline Qwen

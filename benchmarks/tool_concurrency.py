@@ -1,6 +1,6 @@
 """Do slow tools overlap? Wall time of trajectories whose tools await ``asyncio.sleep(0.2)``.
 
-    .venv/bin/python -m benchmarks.tool_concurrency         # ~3 min on 2 cores; writes docs/benchmarks/tool_concurrency.json
+    .venv/bin/python -m benchmarks.tool_concurrency         # ~2 min on 2 cores; writes docs/benchmarks/tool_concurrency.json
 
 Through verl's real AgentLoopWorker, in-process, instant server (``benchmarks.common``):
 

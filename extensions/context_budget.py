@@ -8,6 +8,8 @@ tokens, not characters) so that what ran is always shown, and a reserve of
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
 
 TRUNCATION_NOTE = "\n...(truncated to fit the response budget)"
@@ -19,7 +21,7 @@ MIN_RESULT_TOKENS = 8
 
 def truncate_to_tokens(tokenizer: Any, text: str, max_tokens: int) -> str:
     """Keep the head of ``text`` so that it plus the note is at most ``max_tokens`` tokens."""
-    if len(text) <= max_tokens:  # a token is at least one character
+    if len(text.encode("utf-8")) <= max_tokens:  # a token is at least one byte (not one character)
         return text
     head = text[: max_tokens * CHARS_PER_TOKEN_BOUND]  # never tokenise megabytes to keep a few tokens
     ids = tokenizer.encode(head, add_special_tokens=False)
@@ -45,3 +47,46 @@ def shrink_messages(tokenizer: Any, messages: list[dict[str, Any]], overflow: in
         {**m, "content": truncate_to_tokens(tokenizer, m["content"], budget[i])} if budget[i] < sized[i][0] else m
         for i, m in enumerate(messages)
     ]
+
+
+SYNTHETIC_SYSTEM = "continuous token synthetic system"
+"""verl's Continuous Token renders appended messages after a synthetic prefix that starts with this."""
+PREFIX_IDS: dict[tuple, list[int]] = {}
+PREFIX_CACHE_SIZE = 256
+_PREFIX_LOCK = threading.Lock()  # verl runs the merges in a thread pool
+
+
+def cache_prefix_renders(builder: Any) -> Any:
+    """Tokenize verl's synthetic Continuous Token prefix once, not at every tool round and user turn.
+
+    ``render_delta_token_id`` renders ``prefix`` and ``prefix + appended`` with the chat template
+    (tools included) and keeps the difference. For tool and user messages the prefix is a fixed
+    synthetic conversation, so its token ids are cached per (tokenizer, builder, prefix, tools).
+    Other prefixes (e.g. the whole history for templates without a fused generation prompt)
+    take verl's path unchanged.
+    """
+    original = builder.render_delta_token_id
+
+    def render_delta_token_id(prefix_messages, appended_messages, *, add_generation_prompt=False, tools=None):
+        if not prefix_messages or prefix_messages[0].get("content") != SYNTHETIC_SYSTEM:
+            return original(
+                prefix_messages, appended_messages, add_generation_prompt=add_generation_prompt, tools=tools
+            )
+        key = (id(builder.tokenizer), type(builder), json.dumps([prefix_messages, tools], sort_keys=True, default=str))
+        prefix_ids = PREFIX_IDS.get(key)
+        if prefix_ids is None:
+            prefix_ids = builder._render_tokens(prefix_messages, add_generation_prompt=False, tools=tools)
+            with _PREFIX_LOCK:
+                if len(PREFIX_IDS) >= PREFIX_CACHE_SIZE:  # oldest first; tool-call ids can make many prefixes
+                    PREFIX_IDS.pop(next(iter(PREFIX_IDS)))
+                PREFIX_IDS[key] = prefix_ids
+        full_ids = builder._render_tokens(
+            prefix_messages + appended_messages, add_generation_prompt=add_generation_prompt, tools=tools
+        )
+        if full_ids[: len(prefix_ids)] != prefix_ids:
+            roles = [m.get("role") for m in appended_messages] or ["generation_prompt"]
+            raise ValueError(f"Continuous Token token-id suffix diff failed for roles: {roles}")
+        return full_ids[len(prefix_ids) :]
+
+    builder.render_delta_token_id = render_delta_token_id
+    return builder

@@ -25,7 +25,7 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.profiler import simple_timer
 from verl.utils.rollout_trace import rollout_trace_op
 
-from extensions.context_budget import MIN_RESULT_TOKENS, shrink_messages, truncate_to_tokens
+from extensions.context_budget import MIN_RESULT_TOKENS, cache_prefix_renders, shrink_messages, truncate_to_tokens
 from extensions.episode import Episode, Phase, Reason, think_spans
 from extensions.errors import ConfigError, SampleError, choices
 from extensions.interactions.registry import load_interactions
@@ -58,6 +58,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         if s.tool_parser:
             self.tool_parser, self.tool_parser_name = self._parser(s.tool_parser), s.tool_parser
         self.think_ids = self._think_token_ids()
+        cache_prefix_renders(self.continuous_token_builder)
         self.eos_id = self.tokenizer.eos_token_id if self.tokenizer.eos_token_id is not None else 0
 
     def _parser(self, name: str) -> Any:
