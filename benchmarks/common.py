@@ -37,6 +37,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from benchmarks.fixtures import Trace
 from extensions.qwen_tokenizer import cached_qwen_model_dir
+from extensions.rollout.data import batch_from_rows
 from extensions.verl_config import build_agent_loop_worker, compose_verl_config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,15 +49,10 @@ MARKER = re.compile(r"\[task ([\w-]+)\]")
 
 
 def make_batch(samples: Sequence[dict[str, Any]]) -> DataProto:
-    """A DataProto like verl's dataloader builds: object arrays of per-sample values."""
-    columns = {}
-    for key in sorted({k for s in samples for k in s}):
-        column = np.empty(len(samples), dtype=object)
-        for i, sample in enumerate(samples):
-            column[i] = sample.get(key)
-        columns[key] = column
-    columns["index"] = np.arange(len(samples))
-    return DataProto(non_tensor_batch=columns)
+    """A batch as verl's dataloader builds it, with the batch index as ``index``."""
+    batch = batch_from_rows(list(samples))
+    batch.non_tensor_batch["index"] = np.arange(len(samples))
+    return batch
 
 
 # -- server ----------------------------------------------------------------------------

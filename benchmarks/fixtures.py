@@ -16,7 +16,6 @@ import random
 import re
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from verl.tools.base_tool import BaseTool
@@ -167,25 +166,27 @@ def without_user_turns(trace: Trace) -> Trace:
     return Trace(trace.key, trace.messages, [*tool_turns, trace.replies[-1]], trace.create_kwargs, None)
 
 
-def gsm8k_traces(path: Path, n: int) -> list[Trace]:
-    """The first ``n`` distinct GSM8K solutions with 1-14 annotations, as calculator-using traces."""
+def gsm8k_traces(source: str, n: int) -> list[Trace]:
+    """The first ``n`` distinct GSM8K solutions with 1-14 annotations, as calculator-using traces.
+
+    ``source``: a GSM8K train file or a Hugging Face id (``extensions.data.sources.read_rows``)."""
+    from extensions.data.sources import read_rows
+
     traces, seen = [], set()
-    with path.open() as f:
-        for line in f:
-            row = json.loads(line)
-            calls = ANNOTATION.findall(row["answer"])
-            if not 1 <= len(calls) <= 14 or row["question"] in seen:
-                continue
-            seen.add(row["question"])
-            replies, pos, key = [], 0, f"gsm-{len(traces):05d}"
-            for m in ANNOTATION.finditer(row["answer"]):
-                replies.append(row["answer"][pos : m.start()] + tool_call("calculator", expression=m.group(1).strip()))
-                pos = m.end()
-            replies.append(row["answer"][pos:])
-            question = {"role": "user", "content": f"[task {key}] {row['question']}"}
-            results = {e.strip(): r.strip() for e, r in calls}
-            prompt = [{"role": "system", "content": GSM_SYSTEM}, question]
-            traces.append(Trace(key, prompt, replies, {"calculator": {"results": results}}))
-            if len(traces) == n:
-                break
+    for row in read_rows(source, split="train", hf_config="main"):
+        calls = ANNOTATION.findall(row["answer"])
+        if not 1 <= len(calls) <= 14 or row["question"] in seen:
+            continue
+        seen.add(row["question"])
+        replies, pos, key = [], 0, f"gsm-{len(traces):05d}"
+        for m in ANNOTATION.finditer(row["answer"]):
+            replies.append(row["answer"][pos : m.start()] + tool_call("calculator", expression=m.group(1).strip()))
+            pos = m.end()
+        replies.append(row["answer"][pos:])
+        question = {"role": "user", "content": f"[task {key}] {row['question']}"}
+        results = {e.strip(): r.strip() for e, r in calls}
+        prompt = [{"role": "system", "content": GSM_SYSTEM}, question]
+        traces.append(Trace(key, prompt, replies, {"calculator": {"results": results}}))
+        if len(traces) == n:
+            break
     return traces

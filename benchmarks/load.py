@@ -46,7 +46,7 @@ from benchmarks.common import (
 )
 from benchmarks.fixtures import synthetic_trace
 from extensions.interactions.registry import load_interactions
-from extensions.tool_session import ToolLimiter
+from extensions.tool_session import live_semaphores
 
 MB = 1024 * 1024
 
@@ -65,7 +65,7 @@ def live_state(worker: Any) -> dict[str, int]:
     return {
         "interaction_instances": sum(len(getattr(i, "_state", {})) for i in interactions.values()),
         "tool_instances": sum(len(getattr(t, "_results", {})) for t in worker.tools),
-        "tool_limiter_semaphores": len(ToolLimiter._semaphores),
+        "tool_limiter_semaphores": live_semaphores(),
         "asyncio_tasks": len(asyncio.all_tasks()) - 1,
     }
 

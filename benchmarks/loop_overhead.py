@@ -3,6 +3,9 @@
     .venv/bin/python -m benchmarks.loop_overhead            # 4-6 min on 2 cores; writes docs/benchmarks/loop_overhead.json
     .venv/bin/python -m benchmarks.loop_overhead --gsm8k PATH --out /tmp/lo.json --profile
 
+GSM8K comes from ``--gsm8k`` (a train .jsonl or a Hugging Face id), else ``$LONGFLOW_GSM8K_DIR/train.jsonl``,
+else the public ``openai/gsm8k``.
+
 Everything runs through verl's real AgentLoopWorker, in-process, with the real offline Qwen
 tokenizer and an instant server (``benchmarks.common.InstantServer``: pre-tokenized replies,
 no tokenizer work). Workloads, identical traces for both loops:
@@ -56,8 +59,8 @@ from benchmarks.common import (
 )
 from benchmarks.fixtures import Trace, gsm8k_traces, synthetic_trace, without_user_turns
 from extensions.custom_rollouts import LongWorkflowAgent
+from extensions.data.sources import default_gsm8k_source
 
-GSM8K = Path("/work/shared/data/gsm8k/train.jsonl")
 # (workload, loop, the termination reason every trajectory must report; None: the loop records none)
 COMBOS = [
     ("gsm8k", LONG_WORKFLOW, "final_answer"),
@@ -159,7 +162,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     worker = build_worker(CONFIGS / "tools.yaml", response_length=8192)
     synthetic = [synthetic_trace(i) for i in range(args.synthetic)]
     workloads = {
-        "gsm8k": gsm8k_traces(args.gsm8k, args.traces),
+        "gsm8k": gsm8k_traces(args.gsm8k or default_gsm8k_source("train"), args.traces),
         "syn-tools": [without_user_turns(t) for t in synthetic],
         "syn-full": synthetic,
     }
@@ -287,7 +290,11 @@ def _dig(value: Any, keys: tuple) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--gsm8k", type=Path, default=GSM8K, help="GSM8K train.jsonl (read, never copied)")
+    parser.add_argument(
+        "--gsm8k",
+        default=None,
+        help="GSM8K train file or Hugging Face id (default: $LONGFLOW_GSM8K_DIR/train.jsonl if set, else openai/gsm8k)",
+    )
     parser.add_argument("--traces", type=int, default=200, help="GSM8K traces")
     parser.add_argument("--synthetic", type=int, default=64, help="synthetic 15-turn traces")
     parser.add_argument("--repeats", type=int, default=5, help="timed batch repeats (after one warm-up)")

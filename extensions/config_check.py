@@ -1,31 +1,46 @@
-"""Validate every YAML file of the repo at once, before any GPU time is spent.
+"""Validate config YAML files at once, before any GPU time is spent; every problem is listed.
 
-    python -m extensions.config_check            # exit 1 and list every problem, else "N files OK"
+    python -m extensions.config_check                      # every YAML of the repo
+    python -m extensions.config_check bad.yaml experiments/gsm8k_code_verify   # files or folders
+    python -m extensions.config_check --help
+
+Exit status: 0 when every file is valid, 1 when any problem was found (or a path does not exist).
 
 Each file is recognised by its shape and checked the way verl would use it:
 
 - agent-loop lists (``- name: …  _target_: …``): the class imports, and the entry's kwargs
   bind to it (``LongWorkflowAgent`` kwargs are fully validated, interaction file included);
-- tool files (``tools:``): verl's own ``initialize_tools_from_config`` builds every tool;
+- tool files (``tools:``): verl's own ``initialize_tools_from_config`` builds every tool (MCP
+  tools start their servers: the servers JSON must be valid and the tools offered);
 - interaction files (``interaction:``): every interaction is built;
-- experiment configs (``experiments/*/config.yaml``): Hydra composes them on top of verl's
-  ``ppo_trainer`` and every file they point at exists and is itself valid.
+- experiment configs (``experiments/*/config.yaml``, or any YAML whose ``defaults`` name
+  ``ppo_trainer``): Hydra composes them on top of verl's ``ppo_trainer``; then
+  ``check_composed`` checks the tool parser, the tool, agent-loop and interaction files they
+  point at, the reward function with its ``reward_kwargs``, and that ``algorithm.adv_estimator``
+  names a registered advantage estimator. The rollout driver runs
+  ``check_composed`` on its composed config before any model loads.
+
+Relative paths are looked up in the working directory, then in the pack's checkout.
 """
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import importlib
 import importlib.util
 import inspect
 import io
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import yaml
+from omegaconf import DictConfig, OmegaConf
 
-from extensions.errors import ConfigError
+from extensions.custom_advantages import check_estimator_name
+from extensions.errors import ConfigError, choices
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".venv", ".git", "node_modules", "outputs", ".ci", ".github"}
@@ -33,7 +48,12 @@ VERL_PROVIDED = {"trainer_config", "server_manager", "tokenizer", "processor", "
 
 
 def repo_yaml_files(root: Path = ROOT) -> list[Path]:
-    return sorted(p for p in root.rglob("*.y*ml") if p.suffix in {".yaml", ".yml"} and not (set(p.parts) & SKIP_DIRS))
+    """The YAML files under ``root``, outside .venv, .git, outputs and CI folders."""
+    return sorted(
+        p
+        for p in root.rglob("*.y*ml")
+        if p.suffix in {".yaml", ".yml"} and not (set(p.relative_to(root).parts) & SKIP_DIRS)
+    )
 
 
 def check_agent_loops(entries: list[Any], where: str) -> list[str]:
@@ -67,18 +87,25 @@ def _check_loop_kwargs(cls: type, name: str, kwargs: dict[str, Any], at: str) ->
         else:
             inspect.signature(cls).bind_partial(**{k: None for k in VERL_PROVIDED}, **kwargs)
     except (ConfigError, TypeError) as exc:
-        return [f"{at}: {exc}"]
+        return [f"{at}: {line}" for line in str(exc).splitlines()]
     return []
 
 
 def check_tools(path: Path) -> list[str]:
-    from verl.tools.tool_registry import initialize_tools_from_config
+    """verl's loader builds every tool (MCP tools start their server to read its tool list)."""
+    from verl.tools import tool_registry
 
+    import extensions.plugin  # noqa: F401  (accepts verl <= 0.8's `config.type: mcp` entries)
+
+    cwd = Path.cwd()
     try:
+        os.chdir(ROOT)  # relative paths inside tool files (MCP servers JSON) are from the repo root
         with contextlib.redirect_stdout(io.StringIO()):  # BaseTool prints every schema
-            initialize_tools_from_config(str(path))
+            tool_registry.initialize_tools_from_config(str(path))
     except Exception as exc:
         return [f"{path}: tools do not load: {type(exc).__name__}: {exc}"]
+    finally:
+        os.chdir(cwd)
     return []
 
 
@@ -96,31 +123,106 @@ def check_experiment(path: Path) -> list[str]:
     from hydra import compose, initialize_config_dir
 
     try:
-        with initialize_config_dir(config_dir=str(path.parent), version_base=None):
+        with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=None):
             cfg = compose(config_name=path.stem)
     except Exception as exc:
         return [f"{path}: Hydra cannot compose it on verl's ppo_trainer: {type(exc).__name__}: {exc}"]
+    return check_composed(cfg, str(path))
+
+
+def check_composed(cfg: DictConfig, where: str) -> list[str]:
+    """Every problem of a composed experiment config: parser, tool/agent-loop/interaction files, reward."""
     rollout = cfg.actor_rollout_ref.rollout
-    pointed = {
-        "actor_rollout_ref.rollout.multi_turn.tool_config_path": rollout.multi_turn.tool_config_path,
-        "actor_rollout_ref.rollout.agent.agent_loop_config_path": rollout.agent.agent_loop_config_path,
-        "reward.custom_reward_function.path": cfg.reward.custom_reward_function.path,
-    }
-    problems = [
-        f"{path}: {key}={value!r} does not exist (paths are relative to the repo root)"
-        for key, value in pointed.items()
-        if value and not _exists(str(value))
-    ]
-    if cfg.actor_rollout_ref.rollout.multi_turn.format not in _parser_names():
-        problems.append(f"{path}: multi_turn.format={rollout.multi_turn.format!r} is not a registered tool parser")
-    return problems
+    problems = []
+    if rollout.multi_turn.format not in _parser_names():
+        problems.append(
+            f"{where}: actor_rollout_ref.rollout.multi_turn.format={rollout.multi_turn.format!r} is not a "
+            f"registered tool parser; valid: {choices(_parser_names())}"
+        )
+    for key, value in (
+        ("actor_rollout_ref.rollout.multi_turn.tool_config_path", rollout.multi_turn.tool_config_path),
+        ("actor_rollout_ref.rollout.agent.agent_loop_config_path", rollout.agent.agent_loop_config_path),
+    ):
+        if not value:
+            continue
+        file = resolve(str(value))
+        if file is None:
+            problems.append(
+                f"{where}: {key}={str(value)!r} does not exist (looked in the working directory and {ROOT})"
+            )
+        else:
+            problems += check_file(file, explicit=True)
+    names = agent_loop_names(cfg)
+    if rollout.agent.default_agent_loop not in names:
+        problems.append(
+            f"{where}: actor_rollout_ref.rollout.agent.default_agent_loop={rollout.agent.default_agent_loop!r} is "
+            f"not a registered agent loop; valid: {choices(names)}"
+        )
+    try:  # verl itself only fails at the first advantage step, without listing the names
+        check_estimator_name(cfg.algorithm.adv_estimator)
+    except ConfigError as exc:
+        problems.append(f"{where}: {exc}")
+    return problems + check_reward(cfg, where)
 
 
-def _exists(path: str) -> bool:
-    """A repo-relative file, or a ``pkg://`` module that imports."""
-    if path.startswith("pkg://"):
-        return importlib.util.find_spec(path[len("pkg://") :].replace("/", ".")) is not None
-    return (ROOT / path).is_file()
+def agent_loop_names(cfg: DictConfig) -> set[str]:
+    """verl's registered loops, the pack's, and the names in agent_loop_config_path (if it loads)."""
+    import extensions.plugin  # noqa: F401  (registers the pack's loops)
+    from extensions.verl_compat import agent_loop_registry
+
+    names = set(agent_loop_registry())
+    return names | set(agent_loop_entries(cfg))
+
+
+def agent_loop_entries(cfg: DictConfig) -> dict[str, dict[str, Any]]:
+    """The entries of the config's agent_loop_config_path by name ({} if unset or unreadable)."""
+    path = cfg.actor_rollout_ref.rollout.agent.agent_loop_config_path
+    file = resolve(str(path)) if path else None
+    try:
+        data = yaml.safe_load(file.read_text()) if file else None
+    except yaml.YAMLError:
+        return {}
+    if not isinstance(data, list):
+        return {}
+    return {str(e["name"]): e for e in data if isinstance(e, dict) and "name" in e}
+
+
+def check_reward(cfg: DictConfig, where: str) -> list[str]:
+    """The custom reward function loads, and its reward_kwargs bind (the pack's are fully validated)."""
+    from verl.utils.import_utils import load_extern_object
+
+    fn_config = cfg.reward.get("custom_reward_function") or {}
+    path, name = fn_config.get("path"), fn_config.get("name")
+    if not path:
+        return []
+    key = "reward.custom_reward_function"
+    try:
+        fn = load_extern_object(module_path=str(path), object_name=str(name))
+    except Exception as exc:
+        return [f"{where}: {key}: cannot load {name!r} from {path!r}: {type(exc).__name__}: {exc}"]
+    kwargs = OmegaConf.to_container(fn_config.get("reward_kwargs") or OmegaConf.create({}), resolve=True)
+    if getattr(fn, "__module__", None) == "extensions.custom_rewards":
+        from extensions.rewards.settings import parse_reward_kwargs
+
+        try:
+            parse_reward_kwargs(kwargs)
+        except ConfigError as exc:
+            return [f"{where}: {key}.{line}" for line in str(exc).splitlines()]
+        return []
+    try:
+        inspect.signature(fn).bind(data_source=None, solution_str=None, ground_truth=None, extra_info=None, **kwargs)
+    except TypeError as exc:
+        return [f"{where}: {key}.reward_kwargs do not fit {name}{inspect.signature(fn)}: {exc}"]
+    return []
+
+
+def resolve(path: str) -> Path | None:
+    """An existing file: absolute, else relative to the working directory, else to the pack's checkout."""
+    candidate = Path(path).expanduser()
+    for option in (candidate, Path.cwd() / candidate, ROOT / candidate):
+        if option.is_file():
+            return option
+    return None
 
 
 def _parser_names() -> set[str]:
@@ -131,13 +233,20 @@ def _parser_names() -> set[str]:
     return set(ToolParser._registry)
 
 
-def check_file(path: Path) -> list[str]:
-    """Every problem of one YAML file ('' list if fine or not a config we know)."""
+def _is_experiment(path: Path, data: Any) -> bool:
+    if path.parent.parent.name == "experiments" and path.name == "config.yaml":
+        return True
+    defaults = data.get("defaults") if isinstance(data, dict) else None
+    return isinstance(defaults, list) and "ppo_trainer" in defaults
+
+
+def check_file(path: Path, *, explicit: bool = False) -> list[str]:
+    """Every problem of one YAML file; ``explicit``: a file of a shape we do not know is a problem too."""
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         return [f"{path}: not valid YAML: {exc}"]
-    if path.parent.parent.name == "experiments" and path.name == "config.yaml":
+    if _is_experiment(path, data):
         return check_experiment(path)
     if isinstance(data, list) and data and all(isinstance(e, dict) and "_target_" in e for e in data):
         return check_agent_loops(data, str(path))
@@ -145,19 +254,51 @@ def check_file(path: Path) -> list[str]:
         return check_tools(path)
     if isinstance(data, dict) and "interaction" in data:
         return check_interactions(path)
+    if explicit:
+        return [
+            f"{path}: not a config this checker knows (an agent-loop list of '- name: … _target_: …', "
+            "a tool file with 'tools:', an interaction file with 'interaction:', or an experiment config)"
+        ]
     return []
 
 
+def check_paths(paths: list[Path]) -> tuple[list[Path], list[str]]:
+    """Check files (any shape must be known) and folders (their YAML files); problems de-duplicated."""
+    files, problems = [], []
+    for path in paths:
+        if path.is_dir():
+            found = repo_yaml_files(path)
+            files += found
+            problems += [p for f in found for p in check_file(f)]
+        elif path.is_file():
+            files.append(path)
+            problems += check_file(path, explicit=True)
+        else:
+            problems.append(f"{path}: no such file or folder")
+    return files, list(dict.fromkeys(problems))
+
+
 def check_repo(root: Path = ROOT) -> tuple[list[Path], list[str]]:
-    files = repo_yaml_files(root)
-    return files, [problem for f in files for problem in check_file(f)]
+    return check_paths([root])
 
 
-def main() -> int:
-    files, problems = check_repo()
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m extensions.config_check",
+        description="Validate agent-loop, tool, interaction and experiment YAML; list every problem at once.",
+        epilog="Exit status: 0 if every file is valid; 1 if any problem was found (or a path does not exist).",
+    )
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        help="YAML files or folders to check (default: every YAML of the pack's checkout)",
+    )
+    args = parser.parse_args(argv)
+    files, problems = check_paths(args.paths or [ROOT])
     for problem in problems:
         print(problem)
-    print(f"{len(files)} YAML files checked, {len(problems)} problem(s)")
+    print(f"{len(files)} YAML file(s) checked, {len(problems)} problem(s)")
     return 1 if problems else 0
 
 

@@ -1,22 +1,34 @@
 """Fitting tool results and user messages into the response budget.
 
 verl's ToolAgentLoop runs a tool, renders its result, and drops it if it overflows
-``response_length``. We check the room before running tools and shrink results (by
-tokens, not characters) so that what ran is always shown, and a reserve of
-``reserve_final_tokens`` stays free for the model's last answer.
+``response_length``. We check the room before running tools (``fits``) and shrink results
+(by tokens, not characters) until they fit (``append_context``), so that what ran is always
+shown, and a reserve of ``reserve_final_tokens`` stays free for the model's last answer.
+
+``fits`` and ``append_context`` take the loop's ``ct_merge_context_msg`` (verl's Continuous
+Token merge of context messages, mask 0) as ``merge``; ``room`` is ``response_length`` minus
+the tokens used minus the reserve. Used by ``LongWorkflowAgent`` (extensions/custom_rollouts.py).
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from extensions.episode import Episode
+
+MergeContext = Callable[..., Awaitable[tuple[Any, list[int], list[float] | None]]]
+"""``ToolAgentLoop.ct_merge_context_msg``: (previous, updated, token_ids, mask, logprobs, tools=) -> merge, mask, logprobs."""
 
 TRUNCATION_NOTE = "\n...(truncated to fit the response budget)"
 CHARS_PER_TOKEN_BOUND = 32
 """Text beyond ``max_tokens * 32`` characters is cut before tokenising (then cut by tokens)."""
 MIN_RESULT_TOKENS = 8
 """A tool round is only started if each result can keep at least this many tokens."""
+FRAMING_BOUND = 128
+"""Upper bound on the tokens a chat template adds around one context message."""
 
 
 def truncate_to_tokens(tokenizer: Any, text: str, max_tokens: int) -> str:
@@ -49,44 +61,64 @@ def shrink_messages(tokenizer: Any, messages: list[dict[str, Any]], overflow: in
     ]
 
 
-SYNTHETIC_SYSTEM = "continuous token synthetic system"
-"""verl's Continuous Token renders appended messages after a synthetic prefix that starts with this."""
+def room_left(data: Episode, response_length: int, reserve_final_tokens: int) -> int:
+    """Response tokens still free for context messages (the final-answer reserve kept)."""
+    return response_length - len(data.response_mask) - reserve_final_tokens
+
+
+async def fits(merge: MergeContext, data: Episode, messages: list[dict[str, Any]], *, room: int) -> bool:
+    """Would ``messages``, each grown by ``MIN_RESULT_TOKENS`` tokens, fit in ``room``?
+
+    Asked with empty tool messages before a tool round runs. Rendering costs as much as
+    appending, so it is skipped when the room is far larger than any chat template's framing
+    of ``messages`` (``FRAMING_BOUND`` tokens per message).
+    """
+    extra = MIN_RESULT_TOKENS * len(messages)
+    if room >= extra + FRAMING_BOUND * (len(messages) + 1):
+        return True
+    _, mask, _ = await merge(
+        data.messages, data.messages + messages, data.prompt_ids, data.response_mask, None, tools=data.schemas
+    )
+    return len(mask) - len(data.response_mask) + extra <= room
+
+
+async def append_context(
+    merge: MergeContext, tokenizer: Any, data: Episode, messages: list[dict[str, Any]], *, room: int, shrink: bool
+) -> bool:
+    """Append context messages (mask 0) within ``room``; shrink them by tokens until they fit.
+
+    Without ``shrink``, messages that do not fit are not appended and False is returned.
+    """
+    for _attempt in range(4):
+        merged, mask, logprobs = await merge(
+            data.messages,
+            data.messages + messages,
+            data.prompt_ids,
+            data.response_mask,
+            data.response_logprobs or None,
+            tools=data.schemas,
+        )
+        overflow = len(mask) - len(data.response_mask) - room
+        if overflow <= 0:
+            break
+        if not shrink:
+            return False
+        messages = shrink_messages(tokenizer, messages, overflow)
+    data.messages.extend(messages)
+    data.prompt_ids, data.response_mask = merged.token_ids, mask
+    if data.response_logprobs:
+        data.response_logprobs = logprobs or []
+    return True
+
+
 PREFIX_IDS: dict[tuple, list[int]] = {}
+"""Token ids of verl's synthetic Continuous Token prefixes (``verl_compat.cache_prefix_renders``)."""
 PREFIX_CACHE_SIZE = 256
 _PREFIX_LOCK = threading.Lock()  # verl runs the merges in a thread pool
 
 
 def cache_prefix_renders(builder: Any) -> Any:
-    """Tokenize verl's synthetic Continuous Token prefix once, not at every tool round and user turn.
+    """Tokenize verl's synthetic Continuous Token prefix once (see ``verl_compat.cache_prefix_renders``)."""
+    from extensions.verl_compat import cache_prefix_renders as patch
 
-    ``render_delta_token_id`` renders ``prefix`` and ``prefix + appended`` with the chat template
-    (tools included) and keeps the difference. For tool and user messages the prefix is a fixed
-    synthetic conversation, so its token ids are cached per (tokenizer, builder, prefix, tools).
-    Other prefixes (e.g. the whole history for templates without a fused generation prompt)
-    take verl's path unchanged.
-    """
-    original = builder.render_delta_token_id
-
-    def render_delta_token_id(prefix_messages, appended_messages, *, add_generation_prompt=False, tools=None):
-        if not prefix_messages or prefix_messages[0].get("content") != SYNTHETIC_SYSTEM:
-            return original(
-                prefix_messages, appended_messages, add_generation_prompt=add_generation_prompt, tools=tools
-            )
-        key = (id(builder.tokenizer), type(builder), json.dumps([prefix_messages, tools], sort_keys=True, default=str))
-        prefix_ids = PREFIX_IDS.get(key)
-        if prefix_ids is None:
-            prefix_ids = builder._render_tokens(prefix_messages, add_generation_prompt=False, tools=tools)
-            with _PREFIX_LOCK:
-                if len(PREFIX_IDS) >= PREFIX_CACHE_SIZE:  # oldest first; tool-call ids can make many prefixes
-                    PREFIX_IDS.pop(next(iter(PREFIX_IDS)))
-                PREFIX_IDS[key] = prefix_ids
-        full_ids = builder._render_tokens(
-            prefix_messages + appended_messages, add_generation_prompt=add_generation_prompt, tools=tools
-        )
-        if full_ids[: len(prefix_ids)] != prefix_ids:
-            roles = [m.get("role") for m in appended_messages] or ["generation_prompt"]
-            raise ValueError(f"Continuous Token token-id suffix diff failed for roles: {roles}")
-        return full_ids[len(prefix_ids) :]
-
-    builder.render_delta_token_id = render_delta_token_id
-    return builder
+    return patch(builder, PREFIX_IDS, _PREFIX_LOCK, PREFIX_CACHE_SIZE)

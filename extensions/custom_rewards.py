@@ -30,7 +30,7 @@ from extensions.errors import SampleError, choices
 from extensions.rewards.gsm8k import LONGFLOW_GSM8K, OPENAI_GSM8K, Mode, extract_answer, is_correct
 from extensions.rewards.numbers import normalize_number
 from extensions.rewards.settings import RewardSettings, parse_reward_kwargs
-from extensions.rewards.trajectory import TrajectoryPieces, answer_text, read_pieces
+from extensions.rewards.trajectory import TERMINATION_REASONS, TrajectoryPieces, answer_text, read_pieces
 
 REWARD_KEYS = (
     "score",
@@ -47,8 +47,14 @@ REWARD_KEYS = (
     "termination_penalty",
     "is_error",
     "is_response_budget",
+    "num_assistant_turns",
+    "num_tool_rounds",
+    "num_user_turns",
+    "num_tool_errors",
+    *(f"term_{reason}" for reason in sorted(TERMINATION_REASONS)),
 )
-"""Keys of every returned dict, in order; all values are floats."""
+"""Keys of every returned dict, in order; all values are floats. The counts and the ``term_<reason>``
+one-hot (1.0 for the reason the trajectory ended with) feed ``longflow/val/`` metrics."""
 
 # An outcome scorer: (answer text, ground truth, mode) -> (answer is right, an answer was found).
 OutcomeScorer = Callable[[str, str, Mode], tuple[bool, bool]]
@@ -97,6 +103,11 @@ def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: R
         "termination_penalty": float(termination_penalty),
         "is_error": float(reason == "error"),
         "is_response_budget": float(reason == "response_budget"),
+        "num_assistant_turns": float(pieces.num_assistant_turns),
+        "num_tool_rounds": float(pieces.num_tool_rounds),
+        "num_user_turns": float(pieces.num_user_turns),
+        "num_tool_errors": float(pieces.num_tool_errors),
+        **{f"term_{name}": float(reason == name) for name in TERMINATION_REASONS},
     }
     return {key: float(values[key]) for key in REWARD_KEYS}
 

@@ -1,4 +1,13 @@
-"""Per-trajectory state of ``LongWorkflowAgent``: counters, turn records, termination.
+"""One trajectory of ``LongWorkflowAgent``: its state, its lifecycle, and its output.
+
+``Episode`` is verl's ``AgentData`` plus what the long-workflow loop tracks (counters, turn
+records, termination reason). The plain functions here are the loop's bookkeeping, so that
+each state handler in ``extensions/custom_rollouts.py`` reads as a list of steps:
+
+- ``open_episode`` (with ``start_interaction``) / ``close_episode``: the tool session's and the user's lifecycle;
+- ``absorb_generation``, ``mask_thinking``, ``keep_calls``, ``after_assistant``: one assistant turn;
+- ``record_tool_round``: one round of tool results; ``user_turn_limit``: one user turn;
+- ``build_output``: the ``AgentLoopOutput`` (per-turn process rewards written here).
 
 Everything a user needs to understand a trajectory ends up in ``extra_fields["extras"]``
 (one stable key, so verl's batch concat works when loops of other kinds share a batch).
@@ -6,10 +15,23 @@ Everything a user needs to understand a trajectory ends up in ``extra_fields["ex
 
 from __future__ import annotations
 
+import hashlib
+import logging
+from array import array
+from collections.abc import Sequence
 from enum import Enum
 from typing import Any
 
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.experimental.agent_loop.tool_agent_loop import AgentData
+
+from extensions.errors import SampleError, choices
+from extensions.loop_settings import LoopSettings
+from extensions.rewards.settings import RewardSettings
+from extensions.rewards.turns import turn_rewards
+from extensions.tool_session import ToolSession, select_tools
+
+logger = logging.getLogger(__name__)
 
 
 class Reason(str, Enum):
@@ -95,6 +117,236 @@ class Episode(AgentData):
             "interaction": self.interaction_name,
             "opening_message": self.opening_message,
         }
+
+
+def sample_label(kwargs: dict[str, Any]) -> str:
+    """How errors name a sample: its dataset index (``extra_info.index``, else the batch index)."""
+    index = (kwargs.get("extra_info") or {}).get("index", kwargs.get("index"))
+    return str(index.item() if hasattr(index, "item") else index)
+
+
+# -- lifecycle -----------------------------------------------------------------------------
+
+
+async def open_episode(
+    data: Episode,
+    kwargs: dict[str, Any],
+    tools: dict[str, Any],
+    interactions: dict[str, Any],
+    settings: LoopSettings,
+    agent_name: str,
+    services: dict[str, Any] | None = None,
+) -> None:
+    """Check the sample (``kwargs``: its columns); open its tool session and its user (``agent_name``'s entry)."""
+    label = sample_label(kwargs)
+    if not data.messages:
+        raise SampleError(f"sample {label}: 'raw_prompt' is missing or empty")
+    data.tool_session = ToolSession(
+        select_tools(tools, kwargs.get("extra_info"), sample=label, default=settings.tool_selection),
+        data.tools_kwargs,
+        timeout_s=settings.tool_timeout_s,
+        concurrency=settings.tool_concurrency,
+        default_concurrency=settings.default_tool_concurrency,
+        owner=agent_name,
+    )
+    await start_interaction(
+        data,
+        kwargs,
+        interactions,
+        agent_name=agent_name,
+        required=settings.require_interaction,
+        config_path=settings.interaction_config_path,
+        services=services,
+    )
+
+
+async def start_interaction(
+    data: Episode,
+    kwargs: dict[str, Any],
+    interactions: dict[str, Any],
+    *,
+    agent_name: str,
+    required: bool,
+    config_path: str | None,
+    services: dict[str, Any] | None = None,
+) -> None:
+    """Start the sample's user (``interaction_kwargs.name``); its opening message joins the prompt.
+
+    A user played by the policy's own model (an interaction with ``uses_policy_server``) also gets
+    ``services``: the loop's ``server_manager`` and ``tokenizer``.
+    """
+    ikwargs = dict(kwargs.get("interaction_kwargs") or {})
+    name = ikwargs.get("name")
+    if name is None:
+        if required:
+            raise SampleError(
+                f"sample {sample_label(kwargs)}: agent loop {agent_name!r} requires "
+                f"interaction_kwargs.name (one of {choices(interactions)}), but the sample has none"
+            )
+        return
+    if name not in interactions:
+        where = config_path or "(no interaction_config_path configured)"
+        raise SampleError(
+            f"sample {sample_label(kwargs)}: interaction_kwargs.name={name!r} is not defined in {where}; "
+            f"valid names: {choices(interactions)}"
+        )
+    data.interaction, data.interaction_name, data.interaction_kwargs = interactions[name], name, ikwargs
+    # like verl <= 0.7, the interaction instance is keyed by the request id
+    extra = (services or {}) if getattr(data.interaction, "uses_policy_server", False) else {}
+    data.interaction_id = await data.interaction.start_interaction(data.request_id, **ikwargs, **extra)
+    opening = getattr(data.interaction, "opening_message", None)
+    text = await opening(data.interaction_id) if opening is not None else None
+    if text:  # e.g. an environment's reset() observation: part of the prompt
+        data.opening_message = text
+        data.messages.append({"role": "user", "content": text})
+
+
+async def close_episode(data: Episode) -> None:
+    """Release the tool instances (problems join ``parse_errors``) and finalize the interaction; never raises."""
+    if data.tool_session is not None:
+        for problem in await data.tool_session.close():
+            data.parse_errors.append(problem)
+    if data.interaction is not None and data.interaction_id is not None:
+        try:
+            await data.interaction.finalize_interaction(data.interaction_id, **data.interaction_kwargs)
+        except Exception as exc:
+            logger.warning("finalize_interaction of %s failed: %s", data.interaction_name, exc)
+
+
+# -- one assistant turn --------------------------------------------------------------------
+
+
+def absorb_generation(data: Episode, output: Any) -> None:
+    """Add a server reply's ``num_preempted`` and ``extra_fields`` to the trajectory's."""
+    preempted = output.num_preempted if output.num_preempted is not None else 0
+    data.metrics["num_preempted"] = data.metrics.get("num_preempted", 0) + preempted
+    for key, value in (output.extra_fields or {}).items():
+        if key == "max_global_steps" and value is not None:
+            data.extra_fields[key] = value
+        else:
+            data.extra_fields.setdefault(key, value)
+
+
+def mask_thinking(mask: list[int], token_ids: list[int], think_ids: tuple[int, int]) -> None:
+    """Zero, in place, the mask of the ``<think>`` blocks of ``token_ids`` (the last tokens of ``mask``)."""
+    offset = len(mask) - len(token_ids)
+    for lo, hi in think_spans(token_ids, *think_ids):
+        mask[offset + lo : offset + hi] = [0] * (hi - lo)
+
+
+def keep_calls(data: Episode, calls: list[Any], errors: list[str], max_parallel_calls: int) -> None:
+    """Keep the first ``max_parallel_calls`` calls; the others and the parse errors become ``parse_errors``."""
+    data.tool_calls = calls[:max_parallel_calls]
+    data.parse_errors = errors + [
+        f"Tool call '{c.name}' was not run: at most {max_parallel_calls} tool call(s) per turn."
+        for c in calls[max_parallel_calls:]
+    ]
+    data.num_malformed_tool_calls += len(errors)
+
+
+def after_assistant(data: Episode, *, max_assistant_turns: int, max_tool_rounds: int) -> Phase:
+    """Where an assistant turn leads: tools, the user, or the end (with its reason)."""
+    wants_tools = bool(data.tool_calls or data.parse_errors)
+    if wants_tools and data.assistant_turns >= max_assistant_turns:
+        return data.finish(Reason.MAX_ASSISTANT_TURNS)
+    if wants_tools and data.tool_rounds >= max_tool_rounds:
+        return data.finish(Reason.MAX_TOOL_ROUNDS)
+    if wants_tools:
+        return Phase.PROCESSING_TOOLS
+    if data.interaction is None:
+        return data.finish(Reason.FINAL_ANSWER)
+    return Phase.INTERACTING
+
+
+def user_turn_limit(data: Episode, *, max_user_turns: int, max_assistant_turns: int) -> Reason | None:
+    """The limit a further user message would break, if any (user turns first)."""
+    if data.user_turns >= max_user_turns:
+        return Reason.MAX_USER_TURNS
+    if data.assistant_turns >= max_assistant_turns:
+        return Reason.MAX_ASSISTANT_TURNS
+    return None
+
+
+def record_tool_round(data: Episode, outcomes: Sequence[Any], start: int) -> None:
+    """Count a finished tool round (``ToolOutcome`` s) and record it as the turn ``response[start:]``."""
+    data.tool_rounds += 1
+    data.num_tool_calls += len(outcomes)
+    data.num_tool_errors += sum(o.error is not None for o in outcomes)
+    data.tool_rewards.extend(float(o.reward) for o in outcomes if o.reward is not None)
+    data.add_turn(
+        "tool",
+        start,
+        len(data.response_mask),
+        tool_calls=[o.record() for o in outcomes],
+        malformed_tool_calls=list(data.parse_errors),
+        latency_s=round(max((o.latency_s for o in outcomes), default=0.0), 6),
+    )
+
+
+# -- output --------------------------------------------------------------------------------
+
+
+def build_output(
+    data: Episode,
+    tokenizer: Any,
+    *,
+    agent_name: str,
+    response_length: int,
+    calculate_log_probs: bool,
+    reward_settings: RewardSettings | None,
+) -> AgentLoopOutput:
+    """The trajectory as verl's ``AgentLoopOutput``; ``extra_fields`` carry turn scores, tool rewards, extras.
+
+    A trajectory that ended in ``error`` keeps its tokens with mask 0. With ``reward_settings``
+    (the run's reward is the pack's ``compute_score``) each assistant record gets its ``reward``.
+    """
+    if data.last_assistant_ids:
+        data.final_answer_text = tokenizer.decode(data.last_assistant_ids, skip_special_tokens=True)
+    eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
+    if not data.prompt_ids:  # failed before the prompt was built
+        data.prompt_ids = [eos_id]
+    n = len(data.response_mask)
+    prompt_ids, response_ids = data.prompt_ids[: len(data.prompt_ids) - n], data.prompt_ids[-n:] if n else []
+    mask, logprobs = list(data.response_mask), list(data.response_logprobs) or None
+    if not response_ids:  # verl needs one response token; it carries no loss
+        response_ids, mask, logprobs = [eos_id], [0], ([0.0] if logprobs is not None else None)
+    if logprobs is None and calculate_log_probs:  # keep the batch's columns uniform
+        logprobs = [0.0] * len(response_ids)
+    if data.reason == Reason.ERROR:
+        mask = [0] * len(mask)  # never train on a broken trajectory
+    output = AgentLoopOutput(
+        prompt_ids=prompt_ids,
+        response_ids=response_ids[:response_length],
+        response_mask=mask[:response_length],
+        response_logprobs=logprobs[:response_length] if logprobs else None,
+        num_turns=data.assistant_turns + data.tool_rounds + data.user_turns + 1,
+        metrics=data.metrics,
+        extra_fields=data.extra_fields,
+    )
+    if reward_settings is not None:
+        assistant = [t for t in data.turns if t["role"] == "assistant"]
+        for record, reward in zip(assistant, turn_rewards(data.turns, reward_settings), strict=True):
+            record["reward"] = reward
+    output.extra_fields.update(
+        turn_scores=data.turn_scores, tool_rewards=data.tool_rewards, extras=data.extras(agent_name)
+    )
+    return output
+
+
+# -- token helpers -------------------------------------------------------------------------
+
+
+def context_anchor(token_ids: list[int]) -> str:
+    """A 16-hex-digit fingerprint of an exact token context (GiGPO anchor states: same context, same key)."""
+    return hashlib.blake2b(array("q", token_ids).tobytes(), digest_size=8).hexdigest()
+
+
+def think_token_ids(tokenizer: Any) -> tuple[int, int] | None:
+    """The ids of ``<think>`` and ``</think>`` if both are single tokens of ``tokenizer``, else None."""
+    ids = [tokenizer.convert_tokens_to_ids(t) for t in ("<think>", "</think>")]
+    if any(i is None or i == tokenizer.unk_token_id for i in ids):
+        return None
+    return ids[0], ids[1]
 
 
 def think_spans(token_ids: list[int], start_id: int, end_id: int) -> list[tuple[int, int]]:

@@ -58,6 +58,8 @@ class LoopSettings(BaseModel):
     """Per-call tool timeout; the call is cancelled and the model is told."""
     tool_concurrency: dict[str, int] = Field(default_factory=dict)
     """Per-tool cap on calls running at once in this worker process, e.g. {python_exec: 8}."""
+    tool_selection: list[str] | None = None
+    """Tools this loop offers (names from the tool YAML); None: all. ``extra_info.tool_selection`` picks per sample."""
     default_tool_concurrency: int = Field(64, ge=1)
     """Cap for tools not named in ``tool_concurrency``."""
     catch_errors: bool = True

@@ -81,12 +81,22 @@ def build_qwen_tokenizer():
 
 
 def write_qwen_model_dir(out_dir: str | Path, config: dict | None = None) -> Path:
-    """Write tokenizer files plus a tiny qwen2 ``config.json`` that verl's HFModelConfig loads."""
+    """Write tokenizer files plus a tiny qwen2 ``config.json`` that verl's HFModelConfig loads.
+
+    The config carries ``transformers_version`` as ``save_pretrained`` would write it: without
+    that key, transformers (``TokenizersBackend._patch_mistral_regex``) takes any local
+    ``config.json`` for an old Mistral one and warns "incorrect regex pattern ... incorrect
+    tokenization" on every load, although this tokenizer encodes exactly like tiktoken.
+    """
+    import transformers
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "tokenizer.json").exists():
         build_qwen_tokenizer().save_pretrained(out)
-    (out / "config.json").write_text(json.dumps(config or TINY_QWEN2_CONFIG, indent=2))
+    config = {**(config or TINY_QWEN2_CONFIG)}
+    config.setdefault("transformers_version", transformers.__version__)
+    (out / "config.json").write_text(json.dumps(config, indent=2))
     return out
 
 

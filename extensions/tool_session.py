@@ -6,9 +6,14 @@ timeout and no concurrency control. A ``ToolSession`` instead:
 1. creates one instance per tool per trajectory, on first use, with the sample's
    ``tools_kwargs[<tool>].create_kwargs``, and releases all of them in ``close()``;
 2. cancels a call after ``timeout_s`` and tells the model so;
-3. caps how many calls of each tool run at once across the worker process;
+3. caps how many calls of each tool run at once, per loop entry and event loop;
 4. checks arguments against the tool's JSON schema before calling, so the model is told
    exactly which argument was missing, unknown or of the wrong type.
+
+``LongWorkflowAgent`` (extensions/custom_rollouts.py) opens one per trajectory on the
+sample's tools (``select_tools``: ``extra_info.tool_selection``), runs a round with
+``run_calls``, turns the outcomes into tool messages with ``result_messages`` and closes the
+session in ``episode.close_episode``.
 """
 
 from __future__ import annotations
@@ -18,10 +23,13 @@ import json
 import logging
 import time
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from verl.tools.function_tool import FunctionTool, normalize_function_tool_return
+
+from extensions.context_budget import truncate_to_tokens
+from extensions.errors import SampleError, choices
 
 logger = logging.getLogger(__name__)
 
@@ -45,8 +53,7 @@ class ToolOutcome:
     reward: float | None = None
     latency_s: float = 0.0
     error: str | None = None
-    """None on success; else one of unknown_tool, bad_arguments, timeout, exception."""
-    metrics: dict[str, Any] = field(default_factory=dict)
+    """None on success; else unknown_tool, bad_arguments, timeout, exception, or the raised error's ``kind``."""
 
     def record(self) -> dict[str, Any]:
         return {
@@ -70,18 +77,32 @@ def parameters_schema(tool: Any) -> dict[str, Any]:
     return schema
 
 
-class ToolLimiter:
-    """Per-tool semaphores shared by every trajectory of one event loop."""
+_LIMITS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, str, int], asyncio.Semaphore]] = (
+    weakref.WeakKeyDictionary()
+)
+"""Per event loop: one semaphore per (loop entry, tool, limit)."""
 
-    _semaphores: dict[tuple[int, str], asyncio.Semaphore] = {}
 
-    @classmethod
-    def get(cls, name: str, limit: int) -> asyncio.Semaphore:
-        key = (id(asyncio.get_running_loop()), name)
-        semaphore = cls._semaphores.get(key)
-        if semaphore is None:
-            semaphore = cls._semaphores[key] = asyncio.Semaphore(limit)
-        return semaphore
+def tool_semaphore(owner: str, tool: str, limit: int) -> asyncio.Semaphore:
+    """The semaphore that caps ``tool`` for the loop entry ``owner`` on the running event loop.
+
+    Trajectories of one entry share it; another entry (or the same entry with another cap) gets its
+    own. Tables of closed event loops are dropped, so a new loop never inherits a dead loop's state.
+    """
+    loop = asyncio.get_running_loop()
+    for dead in [other for other in _LIMITS if other.is_closed()]:
+        del _LIMITS[dead]
+    table = _LIMITS.setdefault(loop, {})
+    key = (owner, tool, limit)
+    semaphore = table.get(key)
+    if semaphore is None:
+        semaphore = table[key] = asyncio.Semaphore(limit)
+    return semaphore
+
+
+def live_semaphores() -> int:
+    """How many tool semaphores are kept (for leak checks)."""
+    return sum(len(table) for loop, table in _LIMITS.items() if not loop.is_closed())
 
 
 def check_arguments(schema: dict[str, Any], arguments: Any, tool: str) -> str | None:
@@ -114,12 +135,15 @@ class ToolSession:
         timeout_s: float,
         concurrency: dict[str, int],
         default_concurrency: int,
+        owner: str = "",
     ):
         self.tools = tools
         self.tools_kwargs = tools_kwargs or {}
         self.timeout_s = timeout_s
         self.concurrency = concurrency
         self.default_concurrency = default_concurrency
+        self.owner = owner
+        """The loop entry whose caps these are; entries never share a semaphore."""
         self.instances: dict[str, str] = {}
 
     async def call(self, name: str, arguments: str, agent_data: Any = None) -> ToolOutcome:
@@ -144,9 +168,9 @@ class ToolSession:
         if problem:
             return ToolOutcome(name, arguments, problem, error="bad_arguments")
         limit = self.concurrency.get(name, self.default_concurrency)
-        async with ToolLimiter.get(name, limit):
+        async with tool_semaphore(self.owner, name, limit):
             try:
-                response, reward, metrics = await asyncio.wait_for(
+                response, reward, _metrics = await asyncio.wait_for(
                     self._execute(tool, parsed, agent_data), timeout=self.timeout_s
                 )
             except asyncio.TimeoutError:
@@ -155,11 +179,11 @@ class ToolSession:
             except Exception as exc:  # a tool bug is the model's observation, not a crash
                 logger.warning("tool %s raised %s: %s", name, type(exc).__name__, exc)
                 text = f"Tool '{name}' failed: {type(exc).__name__}: {exc}"
-                return ToolOutcome(name, arguments, text, error="exception")
+                return ToolOutcome(name, arguments, text, error=str(getattr(exc, "kind", "exception")))
         if response.image or response.video:
             text = f"Tool '{name}' returned images or video, which long_workflow does not support."
             return ToolOutcome(name, arguments, text, error="exception")
-        return ToolOutcome(name, arguments, response.text or "", reward=reward, metrics=dict(metrics or {}))
+        return ToolOutcome(name, arguments, response.text or "", reward=reward)
 
     async def _execute(self, tool: Any, parsed: dict[str, Any], agent_data: Any) -> tuple[Any, Any, Any]:
         if isinstance(tool, FunctionTool):
@@ -183,3 +207,48 @@ class ToolSession:
                 logger.warning(problems[-1])
         self.instances.clear()
         return problems
+
+
+def select_tools(
+    tools: dict[str, Any], extra_info: dict[str, Any] | None, *, sample: str, default: list[str] | None = None
+) -> dict[str, Any]:
+    """The sample's tools: ``extra_info.tool_selection``, else the loop's ``default`` selection, else all of them."""
+    selection = (extra_info or {}).get("tool_selection") or default
+    if not selection:
+        return tools
+    unknown = [name for name in selection if name not in tools]
+    if unknown:
+        raise SampleError(
+            f"sample {sample}: extra_info.tool_selection names unknown tool(s) {unknown}; "
+            f"configured tools: {choices(tools)}"
+        )
+    return {name: tools[name] for name in selection}
+
+
+def tool_schemas(tools: dict[str, Any]) -> list[dict[str, Any]] | None:
+    """The tools' OpenAI schemas as the chat template takes them; None without tools."""
+    return [t.tool_schema.model_dump(exclude_unset=True, exclude_none=True) for t in tools.values()] or None
+
+
+async def run_calls(session: ToolSession, calls: list[Any], agent_data: Any) -> list[ToolOutcome]:
+    """Run one round's calls (``FunctionCall`` s) at once; outcomes in call order."""
+    return list(await asyncio.gather(*(session.call(c.name, c.arguments, agent_data) for c in calls)))
+
+
+def tool_message(text: str, tool_call_id: str | None = None) -> dict[str, Any]:
+    """A ``tool`` chat message (with the call's id when the format has one)."""
+    message = {"role": "tool", "content": text}
+    if tool_call_id is not None:
+        message["tool_call_id"] = tool_call_id
+    return message
+
+
+def result_messages(
+    tokenizer: Any, outcomes: list[ToolOutcome], calls: list[Any], parse_errors: list[str], max_tokens: int | None
+) -> list[dict[str, Any]]:
+    """One message per outcome (cut to ``max_tokens`` tokens if set), then one per parse error."""
+    messages = [
+        tool_message(truncate_to_tokens(tokenizer, o.text, max_tokens) if max_tokens else o.text, c.tool_call_id)
+        for o, c in zip(outcomes, calls, strict=True)
+    ]
+    return messages + [tool_message(error) for error in parse_errors]

@@ -5,6 +5,11 @@
 # for the viewer's browser test (scripts/install_chromium.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# GSM8K tests read a local copy through LONGFLOW_GSM8K_DIR; on our build machines it sits beside the checkout.
+if [ -z "${LONGFLOW_GSM8K_DIR:-}" ] && [ -d ../shared/data/gsm8k ]; then
+  LONGFLOW_GSM8K_DIR="$(cd ../shared/data/gsm8k && pwd)"
+  export LONGFLOW_GSM8K_DIR
+fi
 bash scripts/setup.sh
 bash scripts/install_chromium.sh
 .venv/bin/ruff check .

@@ -11,6 +11,7 @@ from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
 from verl.protocol import DataProto
 
 from extensions.qwen_tokenizer import cached_qwen_model_dir
+from extensions.rollout.data import batch_from_rows
 from extensions.testing.scripted_server import Reply, ScriptedServer
 from extensions.verl_config import build_agent_loop_worker, compose_verl_config
 
@@ -55,16 +56,10 @@ def register_loop(name: str, **settings: Any) -> str:
 
 
 def make_batch(samples: list[dict[str, Any]]) -> DataProto:
-    """A DataProto like verl's dataloader builds: object arrays of per-sample values."""
-    keys = sorted({k for s in samples for k in s})
-    columns = {}
-    for key in keys:
-        column = np.empty(len(samples), dtype=object)
-        for i, sample in enumerate(samples):
-            column[i] = sample.get(key)
-        columns[key] = column
-    columns["index"] = np.arange(len(samples))
-    return DataProto(non_tensor_batch=columns)
+    """A batch as verl's dataloader builds it, with the batch index as ``index``."""
+    batch = batch_from_rows(samples)
+    batch.non_tensor_batch["index"] = np.arange(len(samples))
+    return batch
 
 
 def sample(marker: str, agent_name: str, **extra: Any) -> dict[str, Any]:

@@ -18,9 +18,11 @@ def test_import_verl_registers_the_pack_in_a_fresh_process():
         "import json, sys, verl\n"
         "from verl.experimental.agent_loop.agent_loop import _agent_loop_registry\n"
         "from verl.experimental.agent_loop.tool_parser import ToolParser\n"
+        "from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY\n"
         "print(json.dumps({'plugin': 'extensions.plugin' in sys.modules,"
         " 'loop': _agent_loop_registry.get('long_workflow'),"
-        " 'parsers': sorted(set(ToolParser._registry) & {'json', 'react', 'auto', 'hermes_strict'})}))\n"
+        " 'parsers': sorted(set(ToolParser._registry) & {'json', 'react', 'auto', 'hermes_strict'}),"
+        " 'estimators': sorted(set(ADV_ESTIMATOR_REGISTRY) & {'turn_grpo', 'gigpo_turn'})}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -28,6 +30,7 @@ def test_import_verl_registers_the_pack_in_a_fresh_process():
         "plugin": True,
         "loop": {"_target_": "extensions.custom_rollouts.LongWorkflowAgent"},
         "parsers": ["auto", "hermes_strict", "json", "react"],
+        "estimators": ["gigpo_turn", "turn_grpo"],
     }
 
 

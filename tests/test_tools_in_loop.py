@@ -128,3 +128,36 @@ async def test_tool_selection_limits_tools_per_sample(worker, tokenizer):
     assert row.extras["turns"][1]["tool_calls"][0]["error"] == "unknown_tool"
     assert "Available tools: echo." in tokenizer.decode(row.span(row.extras["turns"][1])[0])
     assert json.loads(row.extras["turns"][1]["tool_calls"][0]["arguments"]) == {"text": "x"}
+
+
+async def test_two_entries_with_different_caps_for_one_tool_each_get_their_own(worker):
+    two = register_loop("lw_cap2", tool_concurrency={"slow": 2}, max_parallel_calls=4)
+    one = register_loop("lw_cap1", tool_concurrency={"slow": 1}, max_parallel_calls=4)
+    calls = "".join(tool_call("slow", text=f"c{i}") for i in range(4))
+    out = await run_batch(worker, {"D2": [calls, "ok"], "D1": [calls, "ok"]}, [sample("D1", one)])
+    assert Row(out, 0).reason == "final_answer" and tracked.PEAK["slow"] == 1
+    tracked.reset()
+    out = await run_batch(worker, {"D2": [calls, "ok"]}, [sample("D2", two)])
+    assert Row(out, 0).reason == "final_answer" and tracked.PEAK["slow"] == 2
+
+
+def test_a_new_event_loop_never_inherits_a_closed_loops_semaphore():
+    import asyncio
+
+    from extensions.tool_session import _LIMITS, live_semaphores, tool_semaphore
+
+    async def take(limit: int) -> asyncio.Semaphore:
+        return tool_semaphore("entry", "slow", limit)
+
+    first = asyncio.run(take(8))
+    for _ in range(20):  # ids of closed loops are reused by new ones; their tables must be gone
+        second = asyncio.run(take(2))
+        assert second is not first and second._value == 2
+        first = second
+
+    async def tables_kept() -> int:
+        await asyncio.wait_for(tool_semaphore("entry", "slow", 1).acquire(), 1)  # binds it to this loop
+        return len(_LIMITS)
+
+    assert asyncio.run(tables_kept()) == 1  # only the running loop's
+    assert live_semaphores() == 0

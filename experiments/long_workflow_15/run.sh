@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # Train with stock verl on 15-turn GSM8K verify workflows (GPU, vLLM):
 #   bash experiments/long_workflow_15/run.sh [hydra overrides]
-# Prepares the data from ../shared/data/gsm8k/train.jsonl (or $GSM8K_INPUT) on first run.
+# Prepares the data on first run from the public openai/gsm8k (Hugging Face `datasets`, needs network),
+# or from a local copy: LONGFLOW_GSM8K_DIR=DIR (DIR/train.jsonl, DIR/test.jsonl), or GSM8K_INPUT=FILE
+# and GSM8K_TEST_INPUT=FILE.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 EXP=experiments/long_workflow_15
 OUT=outputs/data/long_workflow_15
 if [ ! -f "$OUT/train.parquet" ]; then
-  python -m extensions.data.gsm8k --input "${GSM8K_INPUT:-../shared/data/gsm8k/train.jsonl}" \
+  python -m extensions.data.gsm8k ${GSM8K_INPUT:+--input "$GSM8K_INPUT"} \
     --output-dir "$OUT" --agent-name long_workflow --interaction code_verify
-  python -m extensions.data.gsm8k --input "${GSM8K_TEST_INPUT:-../shared/data/gsm8k/test.jsonl}" --split test \
+  python -m extensions.data.gsm8k ${GSM8K_TEST_INPUT:+--input "$GSM8K_TEST_INPUT"} --split test \
     --output-dir "$OUT" --agent-name long_workflow --interaction code_verify --limit 256
 fi
 python -m verl.trainer.main_ppo --config-path "$PWD/$EXP" --config-name config "$@"

@@ -16,12 +16,20 @@ default ``rollout.logprobs_mode``: after repetition penalty, temperature, top-k/
 One background thread owns the model. Requests are queued; whenever requests are waiting and the batch
 has room, the thread prefills them (left-padded) and merges their KV cache into the running batch, so
 concurrent requests decode together; each leaves the batch when it finishes (continuous batching).
+
+Prefix KV reuse (``extensions.backends.prefix_cache``): a finished request's keys and values (prompt and
+reply) are kept in a bounded LRU store, ``prefix_cache_bytes`` (default 1 GiB; 0 = off). A later prompt that
+extends a stored sequence (the trajectory's next turn) or shares its head (the system prompt and tool schemas)
+prefills only the tokens after the shared head. In a batch, each row's reused keys sit right-aligned before the
+new tokens' block and the attention mask covers the gap, so rows with different reused lengths prefill in one
+forward pass. Greedy output is token-identical with and without reuse (``tests/backends/test_prefix_reuse.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import queue
 import threading
@@ -33,7 +41,14 @@ import torch
 from transformers import DynamicCache
 from verl.workers.rollout.replica import TokenOutput
 
+from extensions.backends.prefix_cache import LayerKV, PrefixCache, common_prefix_len
 from extensions.backends.sampling import LogprobsMode, Sampling, parse_sampling_params, sample_token
+
+logger = logging.getLogger(__name__)
+DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
+# a forward pass costs about this many prompt tokens' compute on top of its tokens (reading every weight once):
+# new requests whose new-token counts differ by more prefill in separate passes instead of padding to the longest
+PASS_OVERHEAD_TOKENS = 32
 
 
 @dataclass(eq=False)
@@ -46,6 +61,8 @@ class _Request:
     token_ids: list[int] = field(default_factory=list)
     log_probs: list[float] = field(default_factory=list)
     stop_reason: str | None = None
+    reused: int = 0  # prompt tokens whose keys/values came from the prefix cache
+    past: list[LayerKV] | None = None
 
 
 def _resolve(request: _Request, result: TokenOutput | BaseException) -> None:
@@ -85,6 +102,7 @@ class HFServer:
         num_threads: int | None = None,
         logprobs_mode: LogprobsMode = "processed_logprobs",
         seed: int | None = None,
+        prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
     ) -> None:
         if logprobs_mode not in ("processed_logprobs", "raw_logprobs"):
             raise ValueError(f"logprobs_mode must be 'processed_logprobs' or 'raw_logprobs', got {logprobs_mode!r}")
@@ -103,6 +121,8 @@ class HFServer:
         self.num_threads = num_threads or default_threads()
         self.logprobs_mode = logprobs_mode
         self.max_batch_seen = 0
+        self.prefix_cache = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
+        self.forward_passes = {"prefill": 0, "decode": 0}
         self._generator = torch.Generator().manual_seed(seed) if seed is not None else torch.Generator()
         self._queue: queue.Queue[_Request | None] = queue.Queue()
         self._rows: list[_Request] = []
@@ -113,14 +133,17 @@ class HFServer:
         self._thread.start()
 
     @classmethod
-    def from_pretrained(cls, path: str | Path, *, dtype: str = "float32", **kwargs: Any) -> HFServer:
-        """Load a Hugging Face model directory (checked by ``validate_model_dir``) and serve it."""
-        from transformers import AutoModelForCausalLM
+    def from_pretrained(
+        cls, path: str | Path, *, dtype: str | None = None, weights: str | None = None, **kwargs: Any
+    ) -> HFServer:
+        """Load a Hugging Face model directory (checked by ``validate_model_dir``) and serve it.
 
+        ``weights``: ``float32`` / ``bfloat16`` / ``int8`` (``extensions.backends.weights``; default
+        ``$LONGFLOW_HF_WEIGHTS`` or float32); ``dtype`` is the older name for the first two."""
         from extensions.backends.embedded_model import validate_model_dir
+        from extensions.backends.weights import load_model, weights_setting
 
-        model = AutoModelForCausalLM.from_pretrained(validate_model_dir(path), dtype=getattr(torch, dtype))
-        return cls(model, **kwargs)
+        return cls(load_model(validate_model_dir(path), weights_setting(weights or dtype)), **kwargs)
 
     async def generate(
         self,
@@ -219,19 +242,64 @@ class HFServer:
         return out.logits[:, -1].float()
 
     def _prefill(self, new: list[_Request]) -> None:
-        width = max(len(r.prompt_ids) for r in new)
+        if self.prefix_cache is not None and len(new) > 1:
+            self._prefill_shared_heads(new)
+        for request in new:
+            if self.prefix_cache is not None:
+                request.reused, request.past = self.prefix_cache.lookup(request.prompt_ids)
+        for group in plan_prefill([len(r.prompt_ids) - r.reused for r in new]):
+            self._prefill_group([new[i] for i in group])
+
+    def _prefill_shared_heads(self, new: list[_Request]) -> None:
+        """Requests arriving together that share a head not yet cached (turn 1 of a batch: the system prompt and
+        tool schemas): prefill that head once and store it, so each request then prefills only its own tail."""
+        cache = self.prefix_cache
+        if cache is None:
+            return
+        prompts = [torch.tensor(r.prompt_ids[:-1], dtype=torch.long) for r in new]
+        for i, prompt in enumerate(prompts):
+            head = max(common_prefix_len(prompt, other) for j, other in enumerate(prompts) if j != i)
+            if head - cache.longest(prompt[:head])[0] >= cache.min_match_tokens:
+                self._prefill_head(new[i].prompt_ids[:head])
+
+    def _prefill_head(self, tokens: list[int]) -> None:
+        n, past = self.prefix_cache.lookup(tokens, whole=True) if self.prefix_cache else (0, None)
+        cache = DynamicCache(past, config=self.model.config)
+        self.model(
+            input_ids=torch.tensor([tokens[n:]]),
+            attention_mask=torch.ones(1, len(tokens), dtype=torch.long),
+            position_ids=torch.arange(n, len(tokens))[None],
+            past_key_values=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
+        self.forward_passes["prefill"] += 1
+        if self.prefix_cache is not None:
+            self.prefix_cache.insert(tokens, [(layer.keys, layer.values) for layer in cache.layers])
+
+    def _prefill_group(self, new: list[_Request]) -> None:
+        """One forward pass over the new tokens of ``new``; row i = [pad, reused_i | pad, new_i], right-aligned."""
+        past = max(r.reused for r in new)
+        width = max(len(r.prompt_ids) - r.reused for r in new)
         ids = torch.full((len(new), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros_like(ids)
+        mask = torch.zeros(len(new), past + width, dtype=torch.long)
+        positions = torch.zeros_like(ids)
         for i, request in enumerate(new):
-            ids[i, width - len(request.prompt_ids) :] = torch.tensor(request.prompt_ids)
-            mask[i, width - len(request.prompt_ids) :] = 1
-        cache = DynamicCache(config=self.model.config)
-        logits = self._forward(ids, mask, (mask.cumsum(-1) - 1).clamp(min=0), cache)
+            n, tail = request.reused, request.prompt_ids[request.reused :]
+            ids[i, width - len(tail) :] = torch.tensor(tail)
+            positions[i, width - len(tail) :] = torch.arange(n, n + len(tail))
+            mask[i, past - n : past] = 1
+            mask[i, past + width - len(tail) :] = 1
+        cache = DynamicCache(stack_past(new, past) if past else None, config=self.model.config)
+        logits = self._forward(ids, mask, positions, cache)
+        self.forward_passes["prefill"] += 1
+        for request in new:
+            request.past = None
         self._sample(logits, new)
         if self._cache is None:
             self._rows, self._cache, self._mask = new, cache, mask
         else:
-            total = max(self._mask.shape[1], width)
+            total = max(self._mask.shape[1], mask.shape[1])
             self._mask = torch.cat([_left_pad(self._mask, 1, total), _left_pad(mask, 1, total)])
             for old, fresh in zip(self._cache.layers, cache.layers, strict=True):
                 old.keys = torch.cat([_left_pad(old.keys, 2, total), _left_pad(fresh.keys, 2, total)])
@@ -245,6 +313,7 @@ class HFServer:
         last = torch.tensor([[r.token_ids[-1]] for r in self._rows])
         self._mask = torch.cat([self._mask, torch.ones(len(self._rows), 1, dtype=torch.long)], dim=1)
         logits = self._forward(last, self._mask, self._mask.sum(-1, keepdim=True) - 1, self._cache)
+        self.forward_passes["decode"] += 1
         self._sample(logits, self._rows)
 
     def _sample(self, logits: torch.Tensor, rows: list[_Request]) -> None:
@@ -261,8 +330,9 @@ class HFServer:
 
     def _retire(self) -> None:
         keep = [i for i, r in enumerate(self._rows) if r.stop_reason is None and not r.future.done()]
-        for request in self._rows:
+        for i, request in enumerate(self._rows):
             if request.stop_reason is not None:
+                self._store_prefix(i, request)
                 _resolve(request, self._output(request))
         if len(keep) == len(self._rows):
             return
@@ -276,6 +346,25 @@ class HFServer:
         for layer in self._cache.layers:
             layer.keys, layer.values = layer.keys[index, :, lead:], layer.values[index, :, lead:]
 
+    def _store_prefix(self, row: int, request: _Request) -> None:
+        """Keep row ``row``'s keys/values (prompt + all generated tokens but the last) in the prefix cache."""
+        if self.prefix_cache is None or self._cache is None:
+            return
+        tokens = request.prompt_ids + request.token_ids[:-1]
+        if len(tokens) < self.prefix_cache.min_match_tokens:
+            return
+        columns = self._mask[row].nonzero().squeeze(1)
+        if columns.numel() != len(tokens):  # never expected; a cache miss later is harmless, a failed batch is not
+            logger.warning(
+                "HFServer: row %d has %d cached positions, expected %d; not cached", row, columns.numel(), len(tokens)
+            )
+            return
+        kv = [
+            (layer.keys[row : row + 1, :, columns], layer.values[row : row + 1, :, columns])
+            for layer in self._cache.layers
+        ]
+        self.prefix_cache.insert(tokens, kv)
+
     @staticmethod
     def _output(request: _Request) -> TokenOutput:
         return TokenOutput(
@@ -285,3 +374,31 @@ class HFServer:
             num_preempted=0,
             extra_fields={"min_global_steps": None, "max_global_steps": None},
         )
+
+
+def plan_prefill(new_tokens: list[int], overhead: int = PASS_OVERHEAD_TOKENS) -> list[list[int]]:
+    """Group request indices into forward passes: padding to a group's longest costs ``len(group) * longest``
+    tokens; a request starts a new group when the padding it adds to the group exceeds ``overhead``."""
+    order = sorted(range(len(new_tokens)), key=lambda i: new_tokens[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and len(groups[-1]) * (new_tokens[i] - new_tokens[groups[-1][-1]]) <= overhead:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def stack_past(rows: list[_Request], past: int) -> list[LayerKV]:
+    """Per layer, the rows' reused keys/values right-aligned in ``past`` positions (zeros where a row has none)."""
+    source = next(r.past for r in rows if r.past is not None)
+    stacked = []
+    for layer, (k0, v0) in enumerate(source):
+        keys = k0.new_zeros(len(rows), k0.shape[1], past, k0.shape[3])
+        values = v0.new_zeros(len(rows), v0.shape[1], past, v0.shape[3])
+        for i, request in enumerate(rows):
+            if request.past is not None and request.reused:
+                keys[i, :, past - request.reused :] = request.past[layer][0][0]
+                values[i, :, past - request.reused :] = request.past[layer][1][0]
+        stacked.append((keys, values))
+    return stacked

@@ -1,11 +1,13 @@
 """Prepare GSM8K for the long-workflow agent loop: verl-ready parquet files.
 
-    python -m extensions.data.gsm8k --input /work/shared/data/gsm8k/train.jsonl --output-dir data/gsm8k \\
-        --agent-name long_workflow --interaction code_verify --val-size 200
-    python -m extensions.data.gsm8k --input openai/gsm8k --split test --output-dir data/gsm8k  # needs network
+    python -m extensions.data.gsm8k --output-dir data/gsm8k \\
+        --agent-name long_workflow --interaction code_verify --val-size 200   # openai/gsm8k: needs network
+    LONGFLOW_GSM8K_DIR=path/to/gsm8k python -m extensions.data.gsm8k --split test --output-dir data/gsm8k
+    python -m extensions.data.gsm8k --input my_problems.jsonl --output-dir data/mine
 
 ``--input`` is a .jsonl/.json/.parquet file of ``{"question": ..., "answer": "...#### 72"}`` rows
-or a Hugging Face dataset id. Writes ``<output-dir>/<split>.parquet`` and, with ``--val-size N``,
+or a Hugging Face dataset id; without it, ``$LONGFLOW_GSM8K_DIR/<split>.jsonl`` if that variable
+is set, else the public ``openai/gsm8k`` through ``datasets``. Writes ``<output-dir>/<split>.parquet`` and, with ``--val-size N``,
 N seeded-random rows to ``<output-dir>/test.parquet`` (verl's ``data.val_files``). Columns,
 as verl's RLHFDataset and the agent loop read them:
 
@@ -37,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from extensions.data.prompts import DEFAULT_TOOLS, TOOLS, parse_tools, system_prompt
-from extensions.data.sources import Rows, read_rows
+from extensions.data.sources import GSM8K_DIR_ENV, Rows, default_gsm8k_source, read_rows
 from extensions.errors import ConfigError, LongflowError, SampleError, choices
 from extensions.rewards.gsm8k import LONGFLOW_GSM8K, OPENAI_GSM8K
 from extensions.rewards.numbers import normalize_number
@@ -222,7 +224,11 @@ def write_parquet(samples: list[dict[str, Any]], path: Path) -> Path:
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     """The command line; see the module docstring."""
     parser = argparse.ArgumentParser(prog="python -m extensions.data.gsm8k", description=__doc__.split("\n")[0])
-    parser.add_argument("--input", required=True, help=".jsonl/.json/.parquet file or Hugging Face dataset id")
+    parser.add_argument(
+        "--input",
+        help=".jsonl/.json/.parquet file or Hugging Face dataset id "
+        f"(default: ${GSM8K_DIR_ENV}/<split>.jsonl if set, else openai/gsm8k)",
+    )
     parser.add_argument("--output-dir", required=True, help="directory for <split>.parquet (and test.parquet)")
     parser.add_argument("--agent-name", default="long_workflow", help="agent loop name for the agent_name column")
     parser.add_argument("--interaction", default=None, help="interaction name for interaction_kwargs (none if unset)")
@@ -243,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         prepare(
-            args.input,
+            args.input or default_gsm8k_source(args.split),
             args.output_dir,
             agent_name=args.agent_name,
             interaction=args.interaction,

@@ -3,11 +3,15 @@
 ``--input`` is a file when it ends in a known suffix or names an existing path; anything
 else is taken as a Hugging Face dataset id and loaded with ``datasets.load_dataset``, which
 needs network (or a warm cache): offline it fails with a message saying to pass a file.
+
+Without ``--input``, GSM8K comes from ``default_gsm8k_source``: ``$LONGFLOW_GSM8K_DIR/<split>.jsonl``
+when that variable names a local copy, else the public ``openai/gsm8k``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,14 @@ from extensions.errors import ConfigError
 FILE_SUFFIXES = (".jsonl", ".json", ".parquet")
 
 Rows = list[dict[str, Any]]
+GSM8K_DIR_ENV = "LONGFLOW_GSM8K_DIR"
+PUBLIC_GSM8K = "openai/gsm8k"
+
+
+def default_gsm8k_source(split: str) -> str:
+    """``$LONGFLOW_GSM8K_DIR/<split>.jsonl`` if that variable is set, else ``openai/gsm8k`` (Hugging Face)."""
+    local = os.environ.get(GSM8K_DIR_ENV)
+    return str(Path(local).expanduser() / f"{split}.jsonl") if local else PUBLIC_GSM8K
 
 
 def read_rows(source: str, *, split: str, hf_config: str | None, loader: Callable[..., Any] | None = None) -> Rows:

@@ -59,6 +59,14 @@ class TrajectoryPieces:
     """Tool calls made in the whole trajectory."""
     final_answer_text: str | None
     """The last assistant message with thinking kept, or None when the loop did not record it."""
+    num_assistant_turns: int = 0
+    """Assistant turns (generations)."""
+    num_tool_rounds: int = 0
+    """Rounds of tool results appended."""
+    num_user_turns: int = 0
+    """User (interaction) turns appended."""
+    num_tool_errors: int = 0
+    """Tool calls that failed (unknown tool, bad arguments, timeout, exception)."""
 
 
 def last_assistant_segment(solution_str: str) -> str:
@@ -99,6 +107,10 @@ def read_pieces(extra_info: Mapping[str, Any] | None, *, sample: str) -> Traject
         termination_reason=str(reason),
         num_malformed_tool_calls=_count(extras.get("num_malformed_tool_calls"), "num_malformed_tool_calls", sample),
         num_tool_calls=_count(extras.get("num_tool_calls"), "num_tool_calls", sample),
+        num_assistant_turns=_count(extras.get("num_assistant_turns"), "num_assistant_turns", sample),
+        num_tool_rounds=_count(extras.get("num_tool_rounds"), "num_tool_rounds", sample),
+        num_user_turns=_count(extras.get("num_user_turns"), "num_user_turns", sample),
+        num_tool_errors=_count(extras.get("num_tool_errors"), "num_tool_errors", sample),
         final_answer_text=final_text,
     )
 

@@ -3,21 +3,58 @@
 - ``hf`` (the default without a GPU): verl's real AgentLoopWorker in this process, its LLM
   client an in-process transformers server (``extensions.backends.hf_server.HFServer``).
 - ``vllm`` / ``sglang``: verl's own LLMServerManager (standalone servers) and
-  AgentLoopManager with its Ray workers, exactly as the trainer uses them.
+  AgentLoopManager with its Ray workers, exactly as the trainer uses them; the backend's name
+  becomes ``actor_rollout_ref.rollout.name``, so verl builds its vLLMReplica or SGLangReplica.
+  The engine must be importable (``ENGINE_INSTALL`` says how to install it), else
+  ``EngineNotInstalled`` is raised before Ray starts.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import sys
 from typing import Any, Protocol
 
 from omegaconf import DictConfig, open_dict
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 
+from extensions.errors import LongflowError
 from extensions.verl_config import build_agent_loop_worker
 
 logger = logging.getLogger(__name__)
 BACKENDS = ("hf", "vllm", "sglang")
+ENGINE_INSTALL = {
+    "vllm": "pip install -e '.[vllm]'  (README: Use it from an existing verl command)",
+    "sglang": (
+        "uv pip install -e '.[sglang]' --override scripts/gpu/overrides-sglang.txt  "
+        "(sglang 0.5.12 pins transformers==5.6.0, which verl 0.9.1 excludes; README: SGLang)"
+    ),
+}
+
+
+class EngineNotInstalled(LongflowError):
+    """--backend vllm/sglang was asked for, but that engine's Python package cannot be imported."""
+
+
+def require_engine(name: str) -> None:
+    """Raise ``EngineNotInstalled`` (with the install recipe) when ``name``'s package is not importable."""
+    if importlib.util.find_spec(name) is None:
+        raise EngineNotInstalled(
+            f"--backend {name}: the {name!r} package is not installed in this Python ({sys.executable}). "
+            f"Install it with: {ENGINE_INSTALL[name]}; or choose another backend: {', '.join(BACKENDS)}"
+        )
+
+
+def set_engine(config: DictConfig, name: str) -> None:
+    """Point verl's rollout at engine ``name`` with the checkpoint loaded by the server itself."""
+    with open_dict(config):
+        config.actor_rollout_ref.rollout.name = name
+        # verl starts rollout servers on dummy weights and the trainer syncs the real ones;
+        # with no trainer, the server must load the checkpoint itself.
+        config.actor_rollout_ref.rollout.load_format = "auto"
+        if int(config.actor_rollout_ref.rollout.get("nnodes", 0) or 0) < 1:
+            config.actor_rollout_ref.rollout.nnodes = 1  # standalone servers, not colocated
 
 
 class Backend(Protocol):
@@ -48,17 +85,14 @@ class InProcessBackend:
 class ServerBackend:
     """verl's AgentLoopManager over standalone vLLM/SGLang servers (GPU, Ray)."""
 
-    def __init__(self, config: DictConfig):
+    def __init__(self, config: DictConfig, engine: str):
+        require_engine(engine)
         import ray
         from verl.experimental.agent_loop import AgentLoopManager
         from verl.workers.rollout.llm_server import LLMServerManager
 
-        with open_dict(config):
-            # verl starts rollout servers on dummy weights and the trainer syncs the real ones;
-            # with no trainer, the server must load the checkpoint itself.
-            config.actor_rollout_ref.rollout.load_format = "auto"
-            if int(config.actor_rollout_ref.rollout.get("nnodes", 0) or 0) < 1:
-                config.actor_rollout_ref.rollout.nnodes = 1  # standalone servers, not colocated
+        set_engine(config, engine)
+        self.engine = engine
         if not ray.is_initialized():
             ray.init(runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "true", "VLLM_LOGGING_LEVEL": "WARN"}})
         self.server_manager = LLMServerManager.create(config=config)
@@ -92,5 +126,5 @@ def make_backend(name: str, config: DictConfig) -> Backend:
         )
         return InProcessBackend(config, server)
     if name in ("vllm", "sglang"):
-        return ServerBackend(config)
+        return ServerBackend(config, name)
     raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")

@@ -2,19 +2,23 @@
 
     python -m extensions.rollout experiments/gsm8k_code_verify [hydra.overrides=...] \
         [--backend hf|vllm|sglang] [--data FILE] [--limit N] [--batch-size N] \
-        [--agent-name NAME] [--interaction NAME] [--out DIR] [--no-html] [--replay FILE]
+        [--agent-name NAME] [--interaction NAME] [--out DIR] [--no-html] [--replay FILE] \
+        [--max-error-rate R] [--verbose]
 
-Steps: 1. compose the experiment's config.yaml (on verl's ppo_trainer) with the overrides;
+Steps: 1. compose the experiment's config.yaml (on verl's ppo_trainer) with the overrides, and
+validate the whole experiment (``extensions/rollout/preflight.py``) before any model loads;
 2. pick the model (``hf`` defaults to the embedded Qwen2.5-Coder-0.5B); 3. load samples with
 verl's RLHFDataset; 4. run them through verl's agent loops, batch by batch; 5. score each
 trajectory with the experiment's reward function; 6. write trajectories.jsonl,
-summary.json and report.html under ``--out``.
+summary.json and report.html under ``--out``. The exit status (``EXIT_STATUS``) says how it went.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import io
 import logging
 import sys
 import time
@@ -28,15 +32,32 @@ from extensions.errors import ConfigError, LongflowError
 from extensions.rollout.backends import BACKENDS, make_backend
 from extensions.rollout.convert import failed_records, to_record
 from extensions.rollout.data import batches, file_list, fill_defaults, load_dataset
+from extensions.rollout.preflight import validate_experiment
 from extensions.rollout.records import TrajectoryRecord, write_jsonl
 from extensions.rollout.scoring import load_reward_fn, score
 from extensions.rollout.summary import format_summary, summarize
 
 logger = logging.getLogger("extensions.rollout")
 
+EXIT_OK, EXIT_CRASH, EXIT_INVALID, EXIT_ERRORS, EXIT_REPLAY_MISMATCH = 0, 1, 2, 3, 4
+EXIT_STATUS = """exit status:
+  0  done: at most --max-error-rate of the trajectories ended in `error`
+     (with --replay: every trajectory rebuilt token for token)
+  1  an unexpected failure (Python prints its traceback)
+  2  invalid command line or experiment (config, agent-loop/tool/interaction files, reward
+     settings, dataset columns): every problem is listed; no model was loaded, nothing ran
+  3  more than --max-error-rate of the trajectories ended in `error`; trajectories.jsonl,
+     summary.json and report.html are written all the same
+  4  --replay: some trajectory did not rebuild identically"""
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m extensions.rollout", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m extensions.rollout",
+        description=__doc__.split("\n\n")[0],
+        epilog=EXIT_STATUS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("experiment", help="experiment folder (with config.yaml) or a config .yaml file")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. actor_rollout_ref.rollout.n=2")
     parser.add_argument("--backend", choices=BACKENDS, default=None, help="default: vllm with a GPU, else hf")
@@ -49,7 +70,20 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--out", default=None, help="output folder (default outputs/rollout/<experiment>)")
     parser.add_argument("--no-html", action="store_true", help="skip report.html")
     parser.add_argument("--replay", help="re-run recorded trajectories and check tokens and masks are identical")
+    parser.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=0.0,
+        help="exit 3 when more than this fraction of trajectories end in `error` (default 0: any error)",
+    )
+    parser.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show verl's console output (tool schemas, ...), library progress bars and INFO logs",
+    )
     args, extra = parser.parse_known_args(argv)
+    if not 0.0 <= args.max_error_rate <= 1.0:
+        parser.error(f"--max-error-rate must be between 0 and 1, got {args.max_error_rate}")
     unknown = [a for a in extra if a.startswith("-") or "=" not in a]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)} (Hydra overrides look like key=value)")
@@ -62,8 +96,11 @@ def compose_experiment(experiment: str, overrides: list[str]) -> tuple[DictConfi
     config_file = path / "config.yaml" if path.is_dir() else path
     if not config_file.is_file():
         raise ConfigError(f"experiment {experiment!r}: no config.yaml there (expected a folder under experiments/)")
-    with initialize_config_dir(config_dir=str(config_file.parent.resolve()), version_base=None):
-        return compose(config_name=config_file.stem, overrides=overrides), config_file
+    try:
+        with initialize_config_dir(config_dir=str(config_file.parent.resolve()), version_base=None):
+            return compose(config_name=config_file.stem, overrides=overrides), config_file
+    except Exception as exc:  # Hydra: a bad override or YAML
+        raise ConfigError(f"{config_file}: Hydra cannot compose it: {type(exc).__name__}: {exc}") from exc
 
 
 def default_backend() -> str:
@@ -113,37 +150,88 @@ async def run_batches(backend: Any, dataset: Any, args: argparse.Namespace, rewa
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    if not args.verbose:
+        quiet_progress_bars()
     try:
         return _main(args)
     except LongflowError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_INVALID
+
+
+def quiet_progress_bars() -> None:
+    """Hide the libraries' progress bars (transformers' weight loading, datasets' split generation)."""
+    import datasets
+    import transformers
+
+    datasets.disable_progress_bars()
+    transformers.utils.logging.disable_progress_bar()
+
+
+@contextlib.contextmanager
+def console(verbose: bool) -> Any:
+    """Unless ``verbose``: keep what verl prints (every tool schema as JSON, ...) off stdout, logged at DEBUG."""
+    if verbose:
+        yield
+        return
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(captured):
+            yield
+    finally:
+        if captured.getvalue():
+            logger.debug("verl printed:\n%s", captured.getvalue())
 
 
 def _main(args: argparse.Namespace) -> int:
     config, config_file = compose_experiment(args.experiment, args.overrides)
     out_dir = Path(args.out or f"outputs/rollout/{config_file.parent.name}")
+    files = None if args.replay else [args.data] if args.data else file_list(config.data.train_files)
+    problems = validate_experiment(
+        config,
+        str(config_file),
+        data_files=files,
+        limit=args.limit,
+        agent_name=args.agent_name,
+        force_agent_name=args.force_agent_name,
+        interaction=args.interaction,
+    )
+    if problems:
+        print("\n".join(problems), file=sys.stderr)
+        print(f"error: {len(problems)} problem(s) in experiment {args.experiment}; nothing was run", file=sys.stderr)
+        return EXIT_INVALID
     if args.replay:
-        from extensions.rollout.replay import replay_file
+        from extensions.rollout.replay import replay_file, resolve_replay_model
 
-        return replay_file(args.replay, config, out_dir)
+        resolve_replay_model(config, args.overrides, args.replay)
+        mismatched = replay_file(args.replay, config, out_dir, quiet=lambda: console(args.verbose))
+        return EXIT_REPLAY_MISMATCH if mismatched else EXIT_OK
     backend_name = args.backend or default_backend()
     prepare_model(config, backend_name, args.overrides)
-    backend = make_backend(backend_name, config)
-    files = [args.data] if args.data else file_list(config.data.train_files)
-    dataset = load_dataset(files, backend.tokenizer, config.data)
-    started = time.perf_counter()
-    try:
-        records = asyncio.run(run_batches(backend, dataset, args, load_reward_fn(config)))
-    finally:
-        backend.close()
+    with console(args.verbose):
+        backend = make_backend(backend_name, config)
+        dataset = load_dataset(files, backend.tokenizer, config.data)
+        started = time.perf_counter()
+        try:
+            records = asyncio.run(run_batches(backend, dataset, args, load_reward_fn(config)))
+        finally:
+            backend.close()
     summary = summarize(records, time.perf_counter() - started)
     summary["backend"], summary["model"] = backend_name, str(config.actor_rollout_ref.model.path)
     write_outputs(records, summary, out_dir, html=not args.no_html, tokenizer=backend.tokenizer)
     print(format_summary(summary))
-    return 0
+    if summary["errors"] > args.max_error_rate * len(records):
+        print(
+            f"error: {summary['errors']} of {len(records)} trajectories ended in `error` "
+            f"(more than --max-error-rate {args.max_error_rate}); see {out_dir / 'trajectories.jsonl'}",
+            file=sys.stderr,
+        )
+        return EXIT_ERRORS
+    return EXIT_OK
 
 
 def write_outputs(

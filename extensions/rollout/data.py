@@ -47,6 +47,17 @@ def load_dataset(files: list[str], tokenizer: Any, data_config: DictConfig) -> R
     return dataset
 
 
+def batch_from_rows(rows: list[dict[str, Any]]) -> DataProto:
+    """A DataProto like verl's dataloader builds: one object array per key, ``None`` where a row lacks it."""
+    columns = {}
+    for key in sorted({k for row in rows for k in row}):
+        column = np.empty(len(rows), dtype=object)  # filled one by one: lists must stay objects, not 2-D
+        for i, row in enumerate(rows):
+            column[i] = row.get(key)
+        columns[key] = column
+    return DataProto(non_tensor_batch=columns)
+
+
 def batches(dataset: RLHFDataset, batch_size: int, limit: int | None = None) -> Iterator[DataProto]:
     """The first ``limit`` samples in order, as verl's trainer would feed them (collate_fn + DataProto)."""
     total = len(dataset) if limit is None else min(limit, len(dataset))

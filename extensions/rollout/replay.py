@@ -8,27 +8,33 @@ come from the record (``ReplayServer``), tools return their recorded results
 between — parsing, budgets, chat-template rendering, Continuous Token merging, masks — is
 recomputed, so any drift in the pipeline shows up as a token or mask mismatch.
 Each trajectory is keyed by its request id (the batch column ``trajectory_id``).
+
+No model weights are loaded, only a tokenizer; ``resolve_replay_model`` finds it without
+``actor_rollout_ref.model.path`` (see there).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
-from omegaconf import DictConfig, OmegaConf
-from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+from omegaconf import DictConfig, OmegaConf, open_dict
 from verl.protocol import DataProto
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import ToolResponse
 from verl.workers.rollout.replica import TokenOutput
 
+from extensions.errors import ConfigError
 from extensions.interactions.base import BaseInteraction
 from extensions.rollout.convert import row_tokens
+from extensions.rollout.data import batch_from_rows
 from extensions.rollout.records import TrajectoryRecord, read_jsonl, write_jsonl
+from extensions.verl_compat import agent_loop_registry
 
 BOOKS: dict[str, dict[str, TrajectoryRecord]] = {}
 """book id -> {trajectory_id: record}; how replay tools and interactions find their record."""
@@ -49,7 +55,13 @@ class ReplayServer:
         record = self.book[request_id]
         k = self.turn.get(request_id, 0)
         self.turn[request_id] = k + 1
-        lo, hi = [t for t in record.turns if t.role == "assistant"][k].span
+        turns = [t for t in record.turns if t.role == "assistant"]
+        if k >= len(turns):
+            raise AssertionError(
+                f"{request_id}: replay asks for assistant turn {k + 1}, the record has {len(turns)}: run the replay "
+                "with the recording run's settings (e.g. the same actor_rollout_ref.rollout.response_length)"
+            )
+        lo, hi = turns[k].span
         expected = record.prompt_ids + record.response_ids[:lo]
         if list(prompt_ids) != expected:
             raise AssertionError(
@@ -108,24 +120,19 @@ def _first_diff(a: list[int], b: list[int]) -> int:
 
 
 def _batch(records: list[TrajectoryRecord]) -> DataProto:
-    columns: dict[str, Any] = {}
-    rows = [
-        {
-            "raw_prompt": r.raw_prompt,
-            "agent_name": f"replay::{r.agent_name}",
-            "interaction_kwargs": {"name": r.interaction} if r.interaction else {},
-            "tools_kwargs": r.tools_kwargs,
-            "extra_info": {"index": r.index},
-            "trajectory_id": trajectory_id(i),
-        }
-        for i, r in enumerate(records)
-    ]
-    for key in rows[0]:
-        column = np.empty(len(rows), dtype=object)
-        for i, row in enumerate(rows):
-            column[i] = row[key]
-        columns[key] = column
-    return DataProto(non_tensor_batch=columns)
+    return batch_from_rows(
+        [
+            {
+                "raw_prompt": r.raw_prompt,
+                "agent_name": f"replay::{r.agent_name}",
+                "interaction_kwargs": {"name": r.interaction} if r.interaction else {},
+                "tools_kwargs": r.tools_kwargs,
+                "extra_info": {"index": r.index},
+                "trajectory_id": trajectory_id(i),
+            }
+            for i, r in enumerate(records)
+        ]
+    )
 
 
 def _register_replay_loops(config: DictConfig, records: list[TrajectoryRecord], book_id: str, out_dir: Path) -> None:
@@ -149,7 +156,7 @@ def _register_replay_loops(config: DictConfig, records: list[TrajectoryRecord], 
                 f"cannot replay agent loop {agent_name!r}: not in {path} (only LongWorkflowAgent loops replay)"
             )
         entry = {**entries[agent_name], "interaction_config_path": str(interactions)}
-        _agent_loop_registry[f"replay::{agent_name}"] = entry
+        agent_loop_registry()[f"replay::{agent_name}"] = entry
 
 
 async def replay(records: list[TrajectoryRecord], config: DictConfig, out_dir: Path) -> tuple[list[str], DataProto]:
@@ -181,12 +188,49 @@ async def replay(records: list[TrajectoryRecord], config: DictConfig, out_dir: P
     return problems, out
 
 
-def replay_file(path: str, config: DictConfig, out_dir: Path) -> int:
-    """CLI entry: print the verdict; exit code 0 if every trajectory rebuilt identically."""
+def resolve_replay_model(config: DictConfig, overrides: list[str], trajectories: str) -> Path:
+    """Set ``actor_rollout_ref.model.path`` to a directory with the recording model's tokenizer, and return it.
+
+    In order: ``actor_rollout_ref.model.path=`` on the command line; the config's path if it exists;
+    the ``model`` that ``summary.json`` beside ``trajectories`` names, if it exists; the embedded
+    model's directory if it was built; and for the embedded model's records (or records with no
+    summary), the pack's offline Qwen2.5 tokenizer, which encodes exactly like the embedded model's
+    (checked when it is converted).
+    """
+    from extensions.backends.embedded_model import embedded_model_dir
+    from extensions.qwen_tokenizer import cached_qwen_model_dir
+
+    configured = Path(str(config.actor_rollout_ref.model.path)).expanduser()
+    candidates, offline = [configured], False
+    if not any(o.startswith("actor_rollout_ref.model.path=") for o in overrides):
+        summary = Path(trajectories).parent / "summary.json"
+        recorded = json.loads(summary.read_text()).get("model") if summary.is_file() else None
+        candidates += [*([Path(recorded)] if recorded else []), embedded_model_dir()]
+        offline = recorded is None or Path(recorded).name == embedded_model_dir().name
+    found = next((c for c in candidates if (c / "config.json").is_file()), None)
+    if found is None and offline:
+        found = cached_qwen_model_dir()
+    if found is None:
+        raise ConfigError(
+            f"replay of {trajectories} needs the tokenizer of the model that wrote it; none of "
+            f"{', '.join(str(c) for c in candidates)} is a model directory: pass actor_rollout_ref.model.path=DIR"
+        )
+    with open_dict(config):
+        config.actor_rollout_ref.model.path = str(found)
+    return found
+
+
+def replay_file(
+    path: str, config: DictConfig, out_dir: Path, quiet: Callable[[], AbstractContextManager[Any]] = nullcontext
+) -> int:
+    """CLI entry: print the verdict; exit code 0 if every trajectory rebuilt identically.
+
+    ``quiet``: a context the replay runs in (the driver's, keeping verl's prints off the console)."""
     records = read_jsonl(path)
     replayable = [r for r in records if r.turns and r.termination_reason not in ("error", "prompt_too_long")]
     skipped = len(records) - len(replayable)
-    problems, _ = asyncio.run(replay(replayable, config, out_dir))
+    with quiet():
+        problems, _ = asyncio.run(replay(replayable, config, out_dir))
     write_jsonl([r.model_copy(update={"replayed": True}) for r in replayable], out_dir / "replayed.jsonl")
     for problem in problems:
         print(problem)

@@ -32,6 +32,8 @@ def summarize(records: list[TrajectoryRecord], wall_s: float) -> dict[str, Any]:
         "accuracy": accuracy,
         "mean_reward": round(mean(r.reward for r in rewarded), 4) if rewarded else None,
         **{f"mean_{k}": round(mean(v), 3) if v else 0.0 for k, v in per.items()},
+        # share of trajectories where the user said something back (in gsm8k_ask_user: the agent asked)
+        "user_turn_rate": round(mean(n > 0 for n in per["user_turns"]), 4) if n else None,
         "generated_tokens": generated,
         "response_tokens": sum(len(r.response_ids) for r in records),
         "wall_s": round(wall_s, 3),

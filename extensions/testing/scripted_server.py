@@ -9,6 +9,17 @@ one log-prob per token when ``sampling_params["logprobs"]`` is set.
 A script maps a marker string that appears in a sample's prompt to that sample's replies,
 one per assistant turn. Replies are text (tokenised with the real tokenizer), raw token
 id lists, or ``ServerFault`` to make that call raise.
+
+Several trajectories of one prompt (verl's ``rollout.n`` sessions share the prompt): map the
+marker to ``Alternatives(script_a, script_b, ...)``. Each new request id whose prompt carries
+the marker takes the next script, in the order of their first requests, cycling; later
+turns of that request id continue the same script. Sessions reach the server in no fixed
+order (verl tokenizes prompts in a thread pool), so tests tell the trajectories apart by
+their content, not by session id.
+
+``global_steps`` (an int) is reported on every reply as verl's rollout server reports the
+weight version (``extra_fields`` ``global_steps``, ``min_global_steps``, ``max_global_steps``,
+see ``verl/workers/rollout/llm_server.py``); without it they are None.
 """
 
 from __future__ import annotations
@@ -31,6 +42,21 @@ class ServerFault:
 Reply = str | list[int] | ServerFault
 
 
+@dataclass(frozen=True, init=False)
+class Alternatives:
+    """Several scripts for one marker, handed out to successive new request ids (cycling)."""
+
+    scripts: tuple[tuple[Reply, ...], ...]
+
+    def __init__(self, *scripts: Sequence[Reply]):
+        if not scripts:
+            raise ValueError("Alternatives needs at least one script")
+        object.__setattr__(self, "scripts", tuple(tuple(s) for s in scripts))
+
+
+Script = Sequence[Reply] | Alternatives
+
+
 def fake_logprob(token_id: int) -> float:
     """Deterministic, token-dependent log-prob so tests can assert alignment."""
     return -((token_id % 97) + 1) / 100.0
@@ -39,12 +65,24 @@ def fake_logprob(token_id: int) -> float:
 class ScriptedServer:
     """Replays scripted assistant turns per sample."""
 
-    def __init__(self, tokenizer: Any, script: dict[str, Sequence[Reply]], *, latency_s: float = 0.0):
+    def __init__(
+        self,
+        tokenizer: Any,
+        script: dict[str, Script],
+        *,
+        latency_s: float = 0.0,
+        global_steps: int | None = None,
+    ):
         self.tokenizer = tokenizer
-        self.script = {marker: list(replies) for marker, replies in script.items()}
+        self.script = {
+            marker: replies.scripts if isinstance(replies, Alternatives) else (tuple(replies),)
+            for marker, replies in script.items()
+        }
         self.latency_s = latency_s
+        self.global_steps = global_steps
         self.eos_id: int = tokenizer.eos_token_id
-        self._by_request: dict[str, tuple[str, int]] = {}
+        self._by_request: dict[str, tuple[str, int, int]] = {}  # request id -> (marker, alternative, turn)
+        self._started: dict[str, int] = {}  # marker -> request ids started so far
         self._encoded: dict[str, list[int]] = {}
         self.calls: list[dict[str, Any]] = []
 
@@ -67,12 +105,20 @@ class ScriptedServer:
         mm_processor_kwargs: Any = None,
         **kwargs: Any,
     ) -> TokenOutput:
-        marker, turn = self._by_request.get(request_id) or (self._marker_for(prompt_ids), 0)
-        self._by_request[request_id] = (marker, turn + 1)
-        self.calls.append({"marker": marker, "turn": turn, "prompt_len": len(prompt_ids), **sampling_params})
+        if request_id in self._by_request:
+            marker, alternative, turn = self._by_request[request_id]
+        else:
+            marker, turn = self._marker_for(prompt_ids), 0
+            alternative = self._started.get(marker, 0) % len(self.script[marker])
+            self._started[marker] = self._started.get(marker, 0) + 1
+        self._by_request[request_id] = (marker, alternative, turn + 1)
+        call = {"marker": marker, "turn": turn, "prompt_len": len(prompt_ids), **sampling_params}
+        if len(self.script[marker]) > 1:
+            call["alternative"] = alternative
+        self.calls.append(call)
         if self.latency_s:
             await asyncio.sleep(self.latency_s)
-        replies = self.script[marker]
+        replies = self.script[marker][alternative]
         if turn >= len(replies):
             raise IndexError(f"script {marker!r} has {len(replies)} replies; turn {turn} was requested")
         reply = replies[turn]
@@ -86,8 +132,12 @@ class ScriptedServer:
             log_probs=log_probs,
             stop_reason="length" if ids and ids[-1] != self.eos_id else "completed",
             num_preempted=0,
-            extra_fields={"min_global_steps": None, "max_global_steps": None},
+            extra_fields=self._version_fields(),
         )
+
+    def _version_fields(self) -> dict[str, int | None]:
+        fields = {"min_global_steps": self.global_steps, "max_global_steps": self.global_steps}
+        return fields if self.global_steps is None else {"global_steps": self.global_steps, **fields}
 
     def _tokens(self, reply: str | list[int]) -> list[int]:
         if isinstance(reply, list):

@@ -13,7 +13,8 @@ names `.whl-gpu/carry/NN` in the device tool's `carry` and runs
 `mkdir -p /tmp/longflow-parts && cp .whl-gpu/carry/NN/* /tmp/longflow-parts/`.
 
 Order: the wheel parts first (call 1 also holds the two manifests), the last of them also runs
-install_on_gpu.sh's wheels+check steps; then the GGUF parts, the last of which runs its model
+install_on_gpu.sh's wheels+check steps; then the SGLang wheel parts when the build made them
+(LONGFLOW_ENGINES=...,sglang), the last running its sglang+check-sglang steps; then the GGUF parts, the last of which runs its model
 step. Each group is packed first-fit-decreasing into calls of at most --max-mib (60) MiB; wheel
 parts and GGUF parts are separate files, so either group can go first (--gguf-first).
 """
@@ -34,8 +35,9 @@ TREE_LIMIT = 64 * MIB  # the device tool's limit per call: working tree + carrie
 MANIFESTS = ("MANIFEST.sha256", "WHOLE.sha256")
 CARRY_ROOT = ".whl-gpu/carry"
 REMOTE = "/tmp/longflow-parts"
-GROUPS = {"wheels": "wheels.tar.part-", "gguf": "gguf.part-"}
+GROUPS = {"wheels": "wheels.tar.part-", "sglang": "sglang-wheels.tar.part-", "gguf": "gguf.part-"}
 INSTALL = {"wheels": "LONGFLOW_STEPS=wheels,check bash scripts/gpu/install_on_gpu.sh",
+           "sglang": "LONGFLOW_STEPS=sglang,check-sglang bash scripts/gpu/install_on_gpu.sh",
            "gguf": "LONGFLOW_STEPS=model bash scripts/gpu/install_on_gpu.sh"}  # fmt: skip
 
 
@@ -75,7 +77,7 @@ def make_plan(parts: Path, cap: int, only: list[str] | None, gguf_first: bool, i
     wanted = set(only) if only else set(files)
     if only and set(only) - set(files):
         raise SystemExit(f"not in {parts}: {sorted(set(only) - set(files))}")
-    order = ["gguf", "wheels"] if gguf_first else ["wheels", "gguf"]
+    order = ["gguf", "wheels", "sglang"] if gguf_first else ["wheels", "sglang", "gguf"]
     calls: list[dict] = []
     manifests = [files[m] for m in MANIFESTS if m in wanted and m in files]
     for group in order:

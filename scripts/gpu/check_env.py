@@ -4,14 +4,19 @@
     source /tmp/longflow-env.sh      # PYTHONPATH=/tmp/site first (install_on_gpu.sh writes it)
     python3 scripts/gpu/check_env.py --lock /tmp/longflow/house/requirements-gpu.lock \
         --site /tmp/site [--imports] [--strict]
+    source /tmp/longflow-env-sglang.sh   # the SGLang stack (its own --target, /tmp/site-sglang)
+    python3 scripts/gpu/check_env.py --engine sglang --lock /tmp/longflow/house-sglang/requirements-sglang.lock \
+        --site /tmp/site-sglang --override scripts/gpu/overrides-sglang.txt --imports
 
 1. every name==version of the lock is what Python finds first (so /tmp/site wins), from --site;
-2. torch is the IMAGE's (2.11.x, not under --site) and transformers is the carried 5.10.x;
+2. torch is the IMAGE's (2.11.x, not under --site) and transformers is the carried 5.10.x
+   (5.9.x with --engine sglang);
 3. walks Requires-Dist from every locked package through everything it reaches (the image's
    packages too), with this interpreter's markers, and lists each requirement the found version
    does not meet ("PROBLEM"); prints the versions found for the image's packages ("image
-   versions"), which is what scripts/gpu/gpu_image_packages.txt marks "?";
-4. --imports: imports torch, transformers, tokenizers, numpy, ray, vllm, verl and our plugin, and
+   versions"), which is what scripts/gpu/gpu_image_packages.txt marks "?"; a requirement on a
+   name in --override is met when the --override requirement is (printed as "OVERRIDDEN");
+4. --imports: imports torch, transformers, tokenizers, numpy, ray, the engine, verl and our plugin, and
    prints where each came from.
 Exit status 1 with --strict when 1 or 2 fails or step 3 found a problem.
 Runs here too (with any environment), as a dry check of the script itself.
@@ -29,6 +34,9 @@ from pathlib import Path
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+# transformers each stack carries: vllm's 5.10.4 (verl 0.9.1: <5.11, !=5.6.0); sglang's 5.9.0 (verl's sglang extra)
+TRANSFORMERS = {"vllm": "5.10.", "sglang": "5.9."}
 
 
 def dist_or_none(name: str):
@@ -48,7 +56,14 @@ def main() -> int:
     ap.add_argument("--site", default="/tmp/site")
     ap.add_argument("--imports", action="store_true")
     ap.add_argument("--strict", action="store_true")
+    ap.add_argument("--engine", choices=sorted(TRANSFORMERS), default="vllm", help="the stack's rollout engine")
+    ap.add_argument("--override", type=Path, help="uv-style overrides the stack was resolved with")
     args = ap.parse_args()
+    overrides = {}
+    for line in args.override.read_text().splitlines() if args.override else []:
+        if line.split("#", 1)[0].strip():
+            r = Requirement(line.split("#", 1)[0].strip())
+            overrides[canonicalize_name(r.name)] = r
     site = str(Path(args.site).resolve())
     errors: list[str] = []
     print(f"python {sys.version.split()[0]} at {sys.executable}; sys.path[:4] = {sys.path[:4]}")
@@ -74,8 +89,9 @@ def main() -> int:
     torch_d, tf_d = dist_or_none("torch"), dist_or_none("transformers")
     if torch_d is None or where(torch_d).startswith(site) or not torch_d.version.startswith("2.11."):
         errors.append(f"torch must be the image's 2.11.x: {torch_d and (torch_d.version, where(torch_d))}")
-    if tf_d is None or not where(tf_d).startswith(site) or not tf_d.version.startswith("5.10."):
-        errors.append(f"transformers must be the carried 5.10.x: {tf_d and (tf_d.version, where(tf_d))}")
+    tf_want = TRANSFORMERS[args.engine]
+    if tf_d is None or not where(tf_d).startswith(site) or not tf_d.version.startswith(tf_want):
+        errors.append(f"transformers must be the carried {tf_want}x: {tf_d and (tf_d.version, where(tf_d))}")
     print(f"[shadow] torch {torch_d and torch_d.version} from {torch_d and where(torch_d)}")
     print(f"[shadow] transformers {tf_d and tf_d.version} from {tf_d and where(tf_d)}")
 
@@ -100,7 +116,9 @@ def main() -> int:
                 continue
             dep = canonicalize_name(r.name)
             got = dist_or_none(dep)
-            if got is None:
+            if dep in overrides and got is not None and overrides[dep].specifier.contains(got.version):
+                print(f"  OVERRIDDEN {name} {d.version} needs {r} : found {got.version}, as {overrides[dep]} says")
+            elif got is None:
                 problems.append(f"{name} {d.version} needs {r} : MISSING")
             elif r.specifier and not r.specifier.contains(got.version, prereleases=True):
                 side = "carried" if where(got).startswith(site) else "image"
@@ -122,7 +140,7 @@ def main() -> int:
             "tokenizers",
             "transformers",
             "ray",
-            "vllm",
+            args.engine,
             "verl",
             "extensions.plugin",
             "cutlass",

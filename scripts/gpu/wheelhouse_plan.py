@@ -4,7 +4,8 @@
     python scripts/gpu/wheelhouse_plan.py --closure closure.txt --roots scripts/gpu/requirements-gpu.in \
         --pyproject pyproject.toml --image scripts/gpu/gpu_image_packages.txt \
         --cache .whl-gpu/cache --wheels .whl-gpu/wheels --lock .whl-gpu/requirements-gpu.lock \
-        --report .whl-gpu/plan-report.txt [--drop "flashinfer-cubin ..."] [--pip "/path/to/python -m pip"]
+        --report .whl-gpu/plan-report.txt [--drop "flashinfer-cubin ..."] [--pip "/path/to/python -m pip"] \
+        [--override scripts/gpu/overrides-sglang.txt] [--shared-lock .whl-gpu/requirements-gpu.lock]
 
 Inputs: `closure.txt` is `uv pip compile` output for the roots (exact versions for CPython 3.12,
 manylinux x86_64); the image list says which packages the GPU image has (and, where known, at
@@ -20,6 +21,12 @@ wheels themselves (markers evaluated for CPython 3.12.3 on linux/x86_64, extras 
   runtime wheels) is never carried: a requirement the image's version does not meet is reported
   as a hard conflict;
 * the image's own dependencies are its business: we do not walk into packages we do not carry.
+
+--override FILE: requirements that replace every other requirement on the same name, as
+`uv pip compile --override` does (the SGLang wheelhouse: transformers==5.9.0 replaces sglang
+0.5.12's ==5.6.0); the replaced ones are listed in the report.
+--shared-lock FILE: `name==version` pins that another wheelhouse (vLLM's) already carries: they
+stay in this lock but are not linked into --wheels (install with --find-links to both houses).
 
 Packages with no wheel (sdist only, e.g. antlr4-python3-runtime 4.9.3) are built here with
 `pip wheel --no-deps`; the result must be pure Python (py3-none-any), else we stop.
@@ -77,8 +84,10 @@ PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(39, 4, -1)] + [
 UPPER_OPS = {"==", "===", "<", "<=", "~="}
 
 
-def read_closure(path: Path) -> dict[str, str]:
-    pins = {}
+def read_closure(path: Path | None) -> dict[str, str]:
+    pins: dict[str, str] = {}
+    if path is None:
+        return pins
     for line in path.read_text().splitlines():
         line = line.split("#", 1)[0].strip()
         if not line:
@@ -172,6 +181,9 @@ def plan(args) -> int:
     image = read_image(args.image)
     roots = read_roots(args.roots, args.pyproject)
     drop = {canonicalize_name(d) for d in args.drop.split()}
+    overrides = {canonicalize_name(r.name): r for r in read_roots(args.override, None)} if args.override else {}
+    shared = read_closure(args.shared_lock)
+    replaced: list[tuple[str, Requirement]] = []  # requirements an override replaced
     fetcher = Fetcher(args.pip, args.cache)
 
     constraints: dict[str, list[tuple[str, Requirement]]] = defaultdict(list)  # name -> [(who, req)]
@@ -183,9 +195,14 @@ def plan(args) -> int:
 
     def add(who: str, req: Requirement) -> None:
         n = canonicalize_name(req.name)
-        constraints[n].append((who, req))
         extras[n] |= set(req.extras)
+        if n in overrides and who != "(override)":
+            replaced.append((who, req))
+            return
+        constraints[n].append((who, req))
 
+    for r in overrides.values():
+        add("(override)", r)
     for r in roots:
         add("(roots)", r)
 
@@ -251,12 +268,14 @@ def plan(args) -> int:
     args.wheels.mkdir(parents=True)
     lock = []
     for n in sorted(carried):
+        lock.append(f"{n}=={carried[n]}")
+        if shared.get(n) == carried[n]:
+            continue  # the other wheelhouse carries this very wheel
         src = fetcher.find(n, carried[n])
         try:
             os.link(src, args.wheels / src.name)
         except OSError:
             shutil.copy2(src, args.wheels / src.name)
-        lock.append(f"{n}=={carried[n]}")
     args.lock.write_text("\n".join(lock) + "\n")
 
     def why(n: str) -> str:
@@ -267,7 +286,13 @@ def plan(args) -> int:
         return f"requires '{spec or 'any'}' (from {', '.join(by[:4])}{' ...' if len(by) > 4 else ''})"
 
     size = lambda n: fetcher.find(n, carried[n]).stat().st_size  # noqa: E731
+    own = [n for n in carried if shared.get(n) != carried[n]]
     report.append(f"# wheelhouse plan: {len(carried)} wheels carried, {sum(map(size, carried)) / 2**20:.1f} MiB")
+    if args.shared_lock:
+        report.append(
+            f"# {len(carried) - len(own)} of them already in {args.shared_lock} (not carried twice); "
+            f"this wheelhouse's own: {len(own)} wheels, {sum(map(size, own)) / 2**20:.1f} MiB"
+        )
     report.append("\n## carried because the image has them at another (or unknown, bounded) version")
     for n in sorted(n for n in carried if n in image):
         report.append(f"{n}=={carried[n]}  (image: {image[n] or '?'}; {why(n)})")
@@ -283,16 +308,20 @@ def plan(args) -> int:
         report.append("\n## dropped on request (--drop / LONGFLOW_DROP): NOT carried, NOT verified")
         for n in sorted(dropped):
             report.append(f"{n}=={pins.get(n, '?')}  ({why(n)})")
+    if replaced:
+        report.append("\n## requirements replaced by --override")
+        for who, r in replaced:
+            report.append(f"{r}  (from {who}; replaced by {overrides[canonicalize_name(r.name)]})")
     report.append("\n## hard conflicts (torch stack / known image versions that a requirement rejects)")
     report += conflicts or ["none"]
     unused = sorted(set(pins) - set(carried) - set(kept) - dropped)
     report.append("\n## in the resolved closure but reached only through the image's own packages (not carried)")
     report.append(", ".join(unused) or "none")
     report.append("\n## carried wheels, largest first")
-    for n in sorted(carried, key=size, reverse=True):
+    for n in sorted(own, key=size, reverse=True):
         report.append(f"{size(n) / 2**20:8.1f} MiB  {fetcher.find(n, carried[n]).name}")
     args.report.write_text("\n".join(report) + "\n")
-    print("\n".join(report[:3]))
+    print("\n".join(report[: 4 if args.shared_lock else 3]))
     print(f"wrote {args.lock} ({len(lock)} pins) and {args.report}")
     return 1 if conflicts and args.strict else 0
 
@@ -308,6 +337,8 @@ def main() -> int:
     ap.add_argument("--lock", type=Path, required=True)
     ap.add_argument("--report", type=Path, required=True)
     ap.add_argument("--drop", default="", help="space-separated package names never to carry")
+    ap.add_argument("--override", type=Path, help="requirements replacing every other one on their names")
+    ap.add_argument("--shared-lock", type=Path, help="pins another wheelhouse carries: kept in the lock, not linked")
     ap.add_argument("--strict", action="store_true", help="exit 1 on a hard conflict")
     ap.add_argument("--pip", default=f"{sys.executable} -m pip", help="pip command line (default: this python's)")
     args = ap.parse_args()

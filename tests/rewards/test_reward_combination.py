@@ -44,6 +44,18 @@ def test_weighted_combination_exact() -> None:
         "termination_penalty": 0.0,
         "is_error": 0.0,
         "is_response_budget": 0.0,
+        "num_assistant_turns": 0.0,
+        "num_tool_rounds": 0.0,
+        "num_user_turns": 0.0,
+        "num_tool_errors": 0.0,
+        "term_error": 0.0,
+        "term_final_answer": 1.0,
+        "term_interaction_done": 0.0,
+        "term_max_assistant_turns": 0.0,
+        "term_max_tool_rounds": 0.0,
+        "term_max_user_turns": 0.0,
+        "term_prompt_too_long": 0.0,
+        "term_response_budget": 0.0,
     }
 
 

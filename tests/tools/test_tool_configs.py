@@ -16,6 +16,8 @@ EXPECTED = {
     "calculator.yaml": ["calculator"],
     "check_answer.yaml": ["check_answer"],
     "gsm8k_tools.yaml": ["python_exec", "calculator", "check_answer"],
+    "mcp_units_search.yaml": ["convert_units", "search_corpus"],  # MCP: schemas from the example server
+    "mcp_verl08.yaml": ["convert_units", "search_corpus"],  # verl <= 0.8's `type: mcp`, expanded by the pack
 }
 
 
@@ -24,7 +26,8 @@ def test_every_tool_config_is_covered() -> None:
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
-def test_loads_with_verl(name: str) -> None:
+def test_loads_with_verl(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(TOOL_CONFIGS.parent)  # the MCP servers JSON path is relative to the repo root
     path = TOOL_CONFIGS / name
     tools = initialize_tools_from_config(str(path))
     assert [tool.name for tool in tools] == EXPECTED[name]

@@ -1,0 +1,67 @@
+"""``longflow/`` metrics of a batch of trajectories, added to verl's trainer logs.
+
+verl logs what its trainer computes; ``extensions.verl_compat`` hooks add these to every training
+step (from each row's ``extras``) and every validation (from the reward's extra info, which
+``extensions.custom_rewards.compute_score`` fills with the same counts), so they reach the console
+and any logger the user enables (W&B, tensorboard, mlflow):
+
+    longflow/recorded_fraction              rows whose loop recorded extras (LongWorkflowAgent rows)
+    longflow/termination/<reason>           fraction of recorded rows that ended for <reason>
+    longflow/<count>/mean                   assistant_turns, tool_rounds, user_turns, tool_calls,
+                                            tool_errors, malformed_calls (per recorded row)
+    longflow/assistant_turns/max
+    longflow/val/...                        the same, for a validation run
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from extensions.episode import Reason
+
+REASONS = tuple(reason.value for reason in Reason)
+COUNTS = {
+    "assistant_turns": "num_assistant_turns",
+    "tool_rounds": "num_tool_rounds",
+    "user_turns": "num_user_turns",
+    "tool_calls": "num_tool_calls",
+    "tool_errors": "num_tool_errors",
+    "malformed_calls": "num_malformed_tool_calls",
+}
+"""Metric name -> the ``extras`` key (and reward key) it averages."""
+
+
+def longflow_metrics(rows: Sequence[Mapping[str, Any] | None], prefix: str = "longflow/") -> dict[str, float]:
+    """Metrics of a training batch from each row's ``extras`` (None for rows without records)."""
+    recorded = [row for row in rows if row is not None]
+    metrics = {f"{prefix}recorded_fraction": len(recorded) / len(rows) if rows else 0.0}
+    if not recorded:
+        return metrics
+    for reason in REASONS:
+        metrics[f"{prefix}termination/{reason}"] = _mean([row.get("termination_reason") == reason for row in recorded])
+    for name, key in COUNTS.items():
+        metrics[f"{prefix}{name}/mean"] = _mean([row.get(key) or 0 for row in recorded])
+    metrics[f"{prefix}assistant_turns/max"] = float(max(row.get("num_assistant_turns") or 0 for row in recorded))
+    return metrics
+
+
+def validation_metrics(infos: Mapping[str, Sequence[Any]], prefix: str = "longflow/val/") -> dict[str, float]:
+    """Metrics of a validation run from verl's ``reward_extra_infos_dict`` (lists per reward key).
+
+    Rows whose reward did not return a key hold None there and are left out of its mean.
+    """
+    metrics = {}
+    for reason in REASONS:
+        values = [v for v in infos.get(f"term_{reason}") or [] if v is not None]
+        if values:
+            metrics[f"{prefix}termination/{reason}"] = _mean(values)
+    for name, key in COUNTS.items():
+        values = [v for v in infos.get(key) or [] if v is not None]
+        if values:
+            metrics[f"{prefix}{name}/mean"] = _mean(values)
+    return metrics
+
+
+def _mean(values: Sequence[Any]) -> float:
+    return float(sum(float(v) for v in values) / len(values)) if values else 0.0

@@ -1,0 +1,99 @@
+"""The pack's one seam to verl's internals: every private name it reads and every verl object it patches.
+
+This package is the only place that does either: ``registries`` (verl's name tables, the
+``verl.interactions`` alias, the MCP tool-YAML loader, the Continuous Token prefix cache),
+``trainer_hooks`` (per-row records for advantage estimators, ``longflow/`` metrics) and
+``reliances`` (what each of those takes from verl, checked by ``tests/test_verl_compat.py``).
+
+verl 0.9.1 does not promise to keep any of what follows. Each reliance is a ``Reliance`` entry in
+``RELIANCES`` with a one-line reason and the verl file it mirrors; ``tests/test_verl_compat.py``
+walks them against the installed verl and fails, naming the entry, when one is gone or changed.
+When verl moves, this package and that test are the places to look.
+
+At import, ``check_verl_version()`` compares the installed verl with ``TESTED_VERL`` and raises
+``VerlVersionError`` (naming both and what to do) on any other version, unless
+``LONGFLOW_ALLOW_UNTESTED_VERL=1`` is set, which turns the error into a warning.
+
+Trainer hooks (``install_trainer_hooks``; the plugin installs them in every process, applied
+lazily when verl's trainer modules are imported, through ``wrapt``'s post-import hooks):
+
+- per-row loop records for advantage estimators: while verl computes advantages, the batch's
+  ``extras`` (one dict per row, ``None`` for rows of loops without records) are available from
+  ``advantage_rows()``. Legacy trainer: taken from the batch's non-tensor columns; v1 trainer:
+  fetched from TransferQueue by the batch's keys (``extra_fields`` of each row).
+- ``longflow/`` metrics (``extensions.metrics``) added to each training step's metrics (legacy
+  ``compute_data_metrics``; v1 ``PPOTrainer._compute_metrics``) and to each validation's metrics
+  (``_val_metrics_update`` of both trainers, from the reward's extra info).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import verl
+
+logger = logging.getLogger(__name__)
+
+TESTED_VERL = ("0.9.1",)
+"""verl versions this seam was checked against (``tests/test_verl_compat.py``)."""
+
+
+class VerlVersionError(RuntimeError):
+    """The installed verl is not one the pack was tested with."""
+
+
+def check_verl_version(installed: str | None = None) -> str:
+    """Raise ``VerlVersionError`` unless ``installed`` (default: the installed verl) is tested."""
+    installed = installed or verl.__version__
+    if installed in TESTED_VERL:
+        return installed
+    message = (
+        f"verl-longflow is tested with verl {', '.join(TESTED_VERL)}, but verl {installed} is installed. "
+        f"Install a tested one (`pip install verl=={TESTED_VERL[-1]}`), or set LONGFLOW_ALLOW_UNTESTED_VERL=1 "
+        "to try anyway and run `pytest tests/test_verl_compat.py` to see which reliances changed."
+    )
+    if os.environ.get("LONGFLOW_ALLOW_UNTESTED_VERL") == "1":
+        logger.warning(message)
+        return installed
+    raise VerlVersionError(message)
+
+
+check_verl_version()  # before anything below reads verl's internals
+
+from extensions.verl_compat.registries import (  # noqa: E402
+    SYNTHETIC_SYSTEM,
+    accept_mcp_tool_yaml,
+    agent_loop_registry,
+    cache_prefix_renders,
+    install_interaction_alias,
+    tool_parser_registry,
+)
+from extensions.verl_compat.reliances import RELIANCES, Reliance, broken_reliances  # noqa: E402
+from extensions.verl_compat.trainer_hooks import (  # noqa: E402
+    advantage_rows,
+    batch_rows,
+    extras_rows,
+    install_trainer_hooks,
+    installed_trainer_hooks,
+)
+
+__all__ = [
+    "RELIANCES",
+    "SYNTHETIC_SYSTEM",
+    "TESTED_VERL",
+    "Reliance",
+    "VerlVersionError",
+    "accept_mcp_tool_yaml",
+    "advantage_rows",
+    "agent_loop_registry",
+    "batch_rows",
+    "broken_reliances",
+    "cache_prefix_renders",
+    "check_verl_version",
+    "extras_rows",
+    "install_interaction_alias",
+    "install_trainer_hooks",
+    "installed_trainer_hooks",
+    "tool_parser_registry",
+]

@@ -1,0 +1,221 @@
+"""What the seam takes from verl, one ``Reliance`` each, walked by ``tests/test_verl_compat.py``."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import verl
+
+from extensions.verl_compat.registries import SYNTHETIC_SYSTEM, agent_loop_registry, tool_parser_registry
+
+
+@dataclass(frozen=True)
+class Reliance:
+    """One thing the pack takes from verl that verl does not promise to keep."""
+
+    name: str
+    mirrors: str
+    """The verl file (inside the installed ``verl`` package) that defines it."""
+    reason: str
+    check: Callable[[], None]
+    """Raises (AssertionError, AttributeError, ImportError, ...) when the reliance no longer holds."""
+
+
+def _params(fn: Any) -> list[str]:
+    return list(inspect.signature(fn).parameters)
+
+
+def _source_calls(fn: Any, *names: str) -> None:
+    source = inspect.getsource(fn)
+    missing = [name for name in names if f"{name}(" not in source]
+    assert not missing, f"{fn.__qualname__} no longer calls {missing}"
+
+
+def _check_registries() -> None:
+    assert isinstance(agent_loop_registry(), dict), "agent_loop._agent_loop_registry is not a dict"
+    from verl.experimental.agent_loop.tool_parser import ToolParser
+
+    assert isinstance(tool_parser_registry(), dict), "ToolParser._registry is not a dict"
+    assert _params(ToolParser.get_tool_parser)[:2] == ["name", "tokenizer"], "ToolParser.get_tool_parser changed"
+
+
+def _check_no_interactions_package() -> None:
+    from pathlib import Path
+
+    assert not (Path(verl.__file__).parent / "interactions").exists(), "verl ships verl.interactions again"
+
+
+def _check_tool_loader() -> None:
+    from verl.tools import tool_registry
+
+    _source_calls(tool_registry.load_all_tools, "initialize_tools_from_config")
+    assert _params(tool_registry.initialize_tools_from_config)[:1] == ["tools_config_file"], "loader changed"
+
+
+def _check_continuous_token() -> None:
+    from verl.utils.tokenizer import continuous_token as ct
+
+    assert ct._SYNTHETIC_SYSTEM_MESSAGE["content"] == SYNTHETIC_SYSTEM, "synthetic system text changed"
+    render = _params(ct.ContinuousTokenBuilder.render_delta_token_id)
+    assert render == ["self", "prefix_messages", "appended_messages", "add_generation_prompt", "tools"], render
+    assert _params(ct.ContinuousTokenBuilder._render_tokens)[:2] == ["self", "messages"], "_render_tokens changed"
+
+
+def _check_tool_agent_loop() -> None:
+    from verl.experimental.agent_loop.tool_agent_loop import AgentData, ToolAgentLoop
+
+    expected = {
+        "_handle_pending_state": ["self", "agent_data", "sampling_params"],
+        "_handle_generating_state": ["self", "agent_data", "sampling_params", "ignore_termination"],
+        "_handle_processing_tools_state": ["self", "agent_data"],
+        "_build_assistant_message": ["self", "content", "agent_data"],
+        "ct_merge_assistant_token": [
+            "self",
+            "runtime_token_ids",
+            "assistant_token_ids",
+            "response_mask",
+            "response_logprobs",
+            "assistant_logprobs",
+        ],  # fmt: skip
+        "ct_merge_context_msg": [
+            "self",
+            "previous_messages",
+            "updated_messages",
+            "runtime_token_ids",
+            "response_mask",
+            "response_logprobs",
+            "tools",
+        ],  # fmt: skip
+    }
+    for name, params in expected.items():
+        assert _params(getattr(ToolAgentLoop, name)) == params, f"ToolAgentLoop.{name} signature changed"
+    data = AgentData([], None, None, None, None, {}, "r", {})
+    fields = ("prompt_ids", "response_ids", "response_mask", "response_logprobs", "turn_scores", "tool_rewards")
+    missing = [
+        f for f in (*fields, "user_turns", "assistant_turns", "tool_calls", "extra_fields") if not hasattr(data, f)
+    ]
+    assert not missing, f"AgentData lost {missing}"
+
+
+def _check_output_columns() -> None:
+    from verl.experimental.agent_loop.agent_loop import AgentLoopOutput, AgentLoopWorker
+
+    assert {"extra_fields", "reward_score", "metrics"} <= set(AgentLoopOutput.model_fields), "AgentLoopOutput changed"
+    source = inspect.getsource(AgentLoopWorker._postprocess)
+    missing = [key for key in ("turn_scores", "tool_rewards", "extras") if f'"{key}"' not in source]
+    assert not missing, f"AgentLoopWorker._postprocess no longer keeps {missing} as stable columns"
+
+
+def _check_v1_postprocess() -> None:
+    from verl.trainer.ppo.v1 import agent_loop_tq
+
+    cls = agent_loop_tq.AgentLoopWorkerTQ.__ray_metadata__.modified_class
+    params = [p for p in _params(cls._agent_loop_postprocess) if p != "_ray_trace_ctx"]  # added by ray.remote
+    assert params == ["self", "output", "validate", "kwargs"], f"v1 postprocess changed: {params}"
+    _source_calls(cls._agent_loop_postprocess, "as_dict", "async_kv_batch_put")
+
+
+def _check_estimator_call() -> None:
+    from verl.trainer.ppo import core_algos, ray_trainer
+
+    assert callable(core_algos.register_adv_est) and callable(core_algos.get_adv_estimator_fn)
+    source = inspect.getsource(ray_trainer.compute_advantage)
+    for key in ("token_level_rewards", "response_mask", "config", "index"):
+        assert f'"{key}"' in source, f"compute_advantage no longer passes {key} to estimators"
+
+
+def _check_legacy_hooks() -> None:
+    from verl.trainer.ppo import ray_trainer
+
+    _source_calls(ray_trainer.RayPPOTrainer.fit, "compute_advantage", "compute_data_metrics")
+    assert _params(ray_trainer.RayPPOTrainer._val_metrics_update)[3] == "reward_extra_infos_dict"
+
+
+def _check_v1_hooks() -> None:
+    from verl.trainer.ppo.v1 import trainer_base
+
+    trainer = trainer_base.PPOTrainer
+    assert _params(trainer._compute_advantage) == ["self", "batch", "metrics"], "_compute_advantage changed"
+    _source_calls(trainer._compute_advantage, "compute_advantage_for_multi_trajectories")
+    assert _params(trainer._compute_metrics)[:3] == ["self", "batch", "metrics"], "_compute_metrics changed"
+    assert _params(trainer._val_metrics_update)[3] == "reward_extra_infos_dict"
+    _source_calls(trainer._step_once, "_compute_advantage")
+    _source_calls(trainer.fit, "_compute_metrics")
+
+
+RELIANCES: list[Reliance] = [
+    Reliance(
+        "registries",
+        "experimental/agent_loop/agent_loop.py, experimental/agent_loop/tool_parser.py",
+        "the plugin registers long_workflow and the pack's parsers by name",
+        _check_registries,
+    ),
+    Reliance(
+        "interactions alias",
+        "(removed upstream in PR #6074)",
+        "verl 0.7 interaction classes import verl.interactions.base, which the pack provides",
+        _check_no_interactions_package,
+    ),
+    Reliance(
+        "tool loader",
+        "tools/tool_registry.py",
+        "verl <= 0.8 MCP tool YAML is expanded before verl's loader reads it",
+        _check_tool_loader,
+    ),
+    Reliance(
+        "continuous token prefix cache",
+        "utils/tokenizer/continuous_token.py",
+        "cache_prefix_renders wraps render_delta_token_id and calls _render_tokens",
+        _check_continuous_token,
+    ),
+    Reliance(
+        "ToolAgentLoop handlers and AgentData",
+        "experimental/agent_loop/tool_agent_loop.py, experimental/agent_loop/agent_loop.py",
+        "LongWorkflowAgent overrides the state handlers and merges tokens with ct_merge_*",
+        _check_tool_agent_loop,
+    ),
+    Reliance(
+        "stable output columns",
+        "experimental/agent_loop/agent_loop.py",
+        "extras, turn_scores and tool_rewards must be columns of every batch",
+        _check_output_columns,
+    ),
+    Reliance(
+        "v1 postprocessing",
+        "trainer/ppo/v1/agent_loop_tq.py",
+        "v1 stores each AgentLoopOutput.as_dict() (extra_fields included) in TransferQueue",
+        _check_v1_postprocess,
+    ),
+    Reliance(
+        "estimator call",
+        "trainer/ppo/ray_trainer.py, trainer/ppo/core_algos.py",
+        "registered estimators get token_level_rewards, response_mask, index and config",
+        _check_estimator_call,
+    ),
+    Reliance(
+        "legacy trainer hooks",
+        "trainer/ppo/ray_trainer.py",
+        "per-row records for estimators and longflow/ metrics",
+        _check_legacy_hooks,
+    ),
+    Reliance(
+        "v1 trainer hooks",
+        "trainer/ppo/v1/trainer_base.py",
+        "per-row records for estimators and longflow/ metrics",
+        _check_v1_hooks,
+    ),
+]
+
+
+def broken_reliances() -> list[str]:
+    """One line per reliance that no longer holds against the installed verl."""
+    problems = []
+    for reliance in RELIANCES:
+        try:
+            reliance.check()
+        except Exception as exc:
+            problems.append(f"{reliance.name} ({reliance.mirrors}): {type(exc).__name__}: {exc}")
+    return problems

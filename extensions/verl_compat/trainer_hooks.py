@@ -1,0 +1,194 @@
+"""Trainer hooks: per-row loop records while verl computes advantages, and ``longflow/`` metrics.
+
+Installed by the plugin in every process and applied lazily, through ``wrapt``'s post-import
+hooks, when verl's trainer modules are imported (see the package docstring).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any
+
+import wrapt
+
+logger = logging.getLogger(__name__)
+
+Rows = list[dict[str, Any] | None]
+_ROWS: ContextVar[Callable[[], Rows | None] | None] = ContextVar("longflow_advantage_rows", default=None)
+
+
+def advantage_rows() -> Rows | None:
+    """The current batch's ``extras`` per row while verl computes advantages, else None.
+
+    The rows are read on the first call in a batch (only a pack estimator asks, so runs with verl's
+    own estimators never fetch them) and kept for the rest of it.
+    """
+    source = _ROWS.get()
+    return None if source is None else source()
+
+
+@contextlib.contextmanager
+def batch_rows(read: Callable[[], Rows | None] | None) -> Iterator[None]:
+    """Make ``read`` (called at most once) the source of ``advantage_rows()`` inside the block.
+
+    ``read=None`` leaves an outer block's source in place (e.g. v1's fetch around verl's inner call).
+    """
+    if read is None:
+        yield
+        return
+    cache: list[Rows | None] = []
+
+    def once() -> Rows | None:
+        if not cache:
+            cache.append(read())
+        return cache[0]
+
+    token = _ROWS.set(once)
+    try:
+        yield
+    finally:
+        _ROWS.reset(token)
+
+
+def extras_rows(extra_fields: Any) -> Rows:
+    """``extras`` of each row from a column of ``extra_fields`` dicts (v1) or of ``extras`` (legacy)."""
+    rows = []
+    for value in list(extra_fields):
+        if isinstance(value, dict) and "extras" in value:
+            value = value["extras"]
+        rows.append(value if isinstance(value, dict) and "turns" in value else None)
+    return rows
+
+
+def _legacy_rows(data: Any) -> Rows | None:
+    column = data.non_tensor_batch.get("extras") if hasattr(data, "non_tensor_batch") else None
+    return None if column is None else extras_rows(column)
+
+
+def _tq_rows(batch: Any, keys: list[str] | None = None) -> Rows:
+    import transfer_queue as tq
+
+    keys = list(batch.keys) if keys is None else keys
+    data = tq.kv_batch_get(keys=keys, partition_id=batch.partition_id, select_fields=["extra_fields"])
+    # a non-tensor column comes back as a tensordict LinkedList (a list, no .tolist()), as in verl's own
+    # _compute_reward_colocate; list() also takes a NonTensorStack or a numpy array
+    return extras_rows(list(data["extra_fields"]))
+
+
+# -- trainer hooks -----------------------------------------------------------------------------
+
+
+def _guarded(what: str, fn: Callable[[], Any], default: Any = None) -> Any:
+    """Run a hook's own work; on any error log it and return ``default``: a hook never fails a run.
+
+    Without rows the turn-level estimators fall back to the outcome (and say so); without metrics
+    only the ``longflow/`` keys are missing.
+    """
+    try:
+        return fn()
+    except Exception as exc:
+        logger.warning(
+            "verl-longflow: %s failed (%s: %s); training goes on without it. Run "
+            "`pytest tests/test_verl_compat.py` to see whether the installed verl changed.",
+            what,
+            type(exc).__name__,
+            exc,
+        )
+        return default
+
+
+def _hook_legacy_trainer(module: Any) -> None:
+    """verl/trainer/ppo/ray_trainer.py: RayPPOTrainer.fit calls these two module globals."""
+    from extensions.metrics import longflow_metrics
+
+    @wrapt.decorator
+    def with_rows(wrapped, instance, args, kwargs):
+        data = args[0] if args else kwargs["data"]
+        has_rows = "extras" in getattr(data, "non_tensor_batch", {})
+        read = (lambda: _guarded("reading per-row records", lambda: _legacy_rows(data))) if has_rows else None
+        with batch_rows(read):
+            return wrapped(*args, **kwargs)
+
+    @wrapt.decorator
+    def plus_metrics(wrapped, instance, args, kwargs):
+        metrics = wrapped(*args, **kwargs)
+        batch = args[0] if args else kwargs["batch"]
+        rows = _guarded("reading per-row records", lambda: _legacy_rows(batch))
+        if rows is not None:
+            metrics.update(_guarded("longflow/ metrics", lambda: longflow_metrics(rows), {}))
+        return metrics
+
+    module.compute_advantage = with_rows(module.compute_advantage)
+    module.compute_data_metrics = plus_metrics(module.compute_data_metrics)
+    _hook_val_metrics(module.RayPPOTrainer)
+
+
+def _hook_v1_trainer(module: Any) -> None:
+    """verl/trainer/ppo/v1/trainer_base.py: PPOTrainer's advantage, metrics and validation steps."""
+    from extensions.metrics import longflow_metrics
+
+    trainer = module.PPOTrainer
+
+    @wrapt.decorator
+    def with_rows(wrapped, instance, args, kwargs):
+        batch = args[0] if args else kwargs["batch"]
+        with batch_rows(lambda: _guarded("reading per-row records from TransferQueue", lambda: _tq_rows(batch))):
+            return wrapped(*args, **kwargs)
+
+    @wrapt.decorator
+    def plus_metrics(wrapped, instance, args, kwargs):
+        result = wrapped(*args, **kwargs)
+        batch = args[0] if args else kwargs["batch"]
+        metrics = args[1] if len(args) > 1 else kwargs["metrics"]
+
+        def compute() -> dict[str, float]:
+            keys = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+            return longflow_metrics(_tq_rows(batch, keys))
+
+        metrics.update(_guarded("longflow/ metrics", compute, {}))
+        return result
+
+    trainer._compute_advantage = with_rows(trainer._compute_advantage)
+    trainer._compute_metrics = plus_metrics(trainer._compute_metrics)
+    _hook_val_metrics(trainer)
+
+
+def _hook_val_metrics(trainer: type) -> None:
+    """``_val_metrics_update(data_sources, sample_uids, reward_extra_infos_dict, ...)`` -> dict of metrics."""
+    from extensions.metrics import validation_metrics
+
+    @wrapt.decorator
+    def plus_metrics(wrapped, instance, args, kwargs):
+        metrics = wrapped(*args, **kwargs)
+        infos = args[2] if len(args) > 2 else kwargs["reward_extra_infos_dict"]
+        metrics.update(_guarded("longflow/val/ metrics", lambda: validation_metrics(infos), {}))
+        return metrics
+
+    trainer._val_metrics_update = plus_metrics(trainer._val_metrics_update)
+
+
+TRAINER_HOOKS: dict[str, Callable[[Any], None]] = {
+    "verl.trainer.ppo.ray_trainer": _hook_legacy_trainer,
+    "verl.trainer.ppo.v1.trainer_base": _hook_v1_trainer,
+}
+_INSTALLED: set[str] = set()
+
+
+def install_trainer_hooks() -> None:
+    """Hook each trainer module once, when it is imported (now, if it already is)."""
+    for name, hook in TRAINER_HOOKS.items():
+
+        def apply(module: Any, name: str = name, hook: Callable[[Any], None] = hook) -> None:
+            if name not in _INSTALLED:
+                hook(module)
+                _INSTALLED.add(name)
+
+        wrapt.register_post_import_hook(apply, name)
+
+
+def installed_trainer_hooks() -> list[str]:
+    """Trainer modules hooked so far in this process."""
+    return sorted(_INSTALLED)

@@ -1,0 +1,102 @@
+"""Run every command in README.md's ```bash blocks, in order, as written, on a checkout after the main job.
+
+    .venv/bin/python scripts/readme_commands.py            # .ci/run calls it after the main job
+    .venv/bin/python scripts/readme_commands.py --dry-run  # list what would run and what is skipped, and why
+
+Each command runs through ``bash -c`` from the repo root, with ``.venv/bin`` first on PATH (so ``python``
+is the venv's). Skipped, with the reason printed: the main job and the tests (``.ci/run`` runs them just
+before) and the commands that train on a GPU. ``$README_ROLLOUT_ARGS`` (default empty) is appended to
+the rollout driver's commands, so CI can shorten them (``--limit 1`` wins over the README's
+``--limit 4``: argparse keeps the last); the replay gets them too, since it must run with the
+recording run's settings (a shorter response_length ends trajectories earlier). A command fails the run when it exits non-zero or prints one
+of ``FORBIDDEN`` (a false warning, verl's tool-schema dump, a traceback). Exit status: 0 if every
+command passed, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIP = (
+    (re.compile(r"^bash scripts/(main_job|test)\.sh\b"), ".ci/run runs it before this script"),
+    (re.compile(r"^bash experiments/[\w-]+/run\.sh\b"), "trains with stock verl and vLLM: needs a GPU"),
+    (re.compile(r"^pip install -e /path/to/"), "the verl-command example: installs the pack into a GPU machine"),
+    (re.compile(r"^python -m verl\.trainer\.main_ppo\b"), "trains with stock verl and vLLM: needs a GPU"),
+)
+FORBIDDEN = ("incorrect regex pattern", '"type": "function"', "Traceback (most recent call last)")
+ROLLOUT_RUN = re.compile(r"^python -m extensions\.rollout ")
+
+
+def readme_commands(text: str) -> list[str]:
+    """The commands of the ```bash blocks, in order: continuation lines joined, comment-only lines left out."""
+    commands: list[str] = []
+    for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
+        pending = ""
+        for line in block.splitlines():
+            if not pending and (not line.strip() or line.lstrip().startswith("#")):
+                continue
+            if line.rstrip().endswith("\\"):
+                pending += line.rstrip()[:-1].rstrip() + " "
+                continue
+            commands.append(" ".join((pending + line.strip()).split()) if pending else line.strip())
+            pending = ""
+    return commands
+
+
+def skip_reason(command: str) -> str | None:
+    return next((reason for pattern, reason in SKIP if pattern.search(command)), None)
+
+
+def with_extra_args(command: str, extra: str) -> str:
+    if not extra or not ROLLOUT_RUN.search(command):
+        return command
+    if "#" in command:
+        raise ValueError(f"cannot append arguments to a command with a comment: {command}")
+    return f"{command} {extra}"
+
+
+def run(command: str) -> tuple[bool, str]:
+    env = {**os.environ, "PATH": f"{ROOT / '.venv' / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(
+        ["bash", "-c", command], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True
+    )
+    output = done.stdout + done.stderr
+    problems = [f"exit {done.returncode}"] if done.returncode else []
+    problems += [f"printed {f!r}" for f in FORBIDDEN if f in output]
+    return not problems, output + (f"\nFAILED: {', '.join(problems)}\n" if problems else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/readme_commands.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--dry-run", action="store_true", help="list the commands and skips; run nothing")
+    args = parser.parse_args(argv)
+    extra = os.environ.get("README_ROLLOUT_ARGS", "").strip()
+    failed = []
+    for command in readme_commands(args.readme.read_text()):
+        reason = skip_reason(command)
+        if reason:
+            print(f"skip  {command}\n      ({reason})", flush=True)
+            continue
+        command = with_extra_args(command, extra)
+        print(f"run   {command}", flush=True)
+        if args.dry_run:
+            continue
+        started = time.monotonic()
+        ok, output = run(command)
+        print(output.rstrip() + f"\n      ({'ok' if ok else 'FAILED'}, {time.monotonic() - started:.0f} s)", flush=True)
+        if not ok:
+            failed.append(command)
+    print(f"README commands: {len(failed)} failed" + "".join(f"\n  {c}" for c in failed))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""``--backend vllm|sglang``: the backend's name becomes verl's ``actor_rollout_ref.rollout.name`` (so
+verl builds its vLLMReplica or SGLangReplica, as the trainer does), and a missing engine stops the
+driver with exit 2 and the install recipe before Ray or any model starts.
+
+CPU only: neither vllm nor sglang is installed here, which is exactly the missing-engine case.
+    PYTHONPATH=$PWD .venv/bin/python -m pytest -q tests/rollout/test_engine_backends.py
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+from extensions.data.gsm8k import main as prepare_main
+from extensions.rollout import backends, cli
+
+ROOT = Path(__file__).resolve().parents[2]
+EXPERIMENT = str(ROOT / "experiments" / "gsm8k_code_verify")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    tmp = tmp_path_factory.mktemp("engines")
+    (tmp / "in.jsonl").write_text(json.dumps({"question": "What is 3 + 4?", "answer": "3 + 4 = 7\n#### 7"}) + "\n")
+    assert (
+        prepare_main(["--input", str(tmp / "in.jsonl"), "--output-dir", str(tmp), "--interaction", "code_verify"]) == 0
+    )
+    return tmp / "train.parquet"
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_a_missing_engine_exits_2_naming_the_install_recipe_before_ray_starts(
+    engine: str,
+    data: Path,
+    tmp_path: Path,
+    qwen_dir: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    if importlib.util.find_spec(engine) is not None:
+        pytest.skip(f"{engine} is installed here")
+    import ray
+
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("LONGFLOW_MODEL_PATH", str(qwen_dir))
+    out = tmp_path / "out"
+    argv = [EXPERIMENT, "--backend", engine, "--data", str(data), "--limit", "1", "--out", str(out)]
+    assert cli.main(argv) == cli.EXIT_INVALID
+    err = capsys.readouterr().err
+    assert err.splitlines()[-1] == (
+        f"error: --backend {engine}: the {engine!r} package is not installed in this Python "
+        f"({backends.sys.executable}). Install it with: {backends.ENGINE_INSTALL[engine]}; "
+        "or choose another backend: hf, vllm, sglang"
+    )
+    assert not ray.is_initialized()
+    assert not out.exists()
+
+
+def test_the_sglang_recipe_names_the_override_file_that_exists() -> None:
+    recipe = backends.ENGINE_INSTALL["sglang"]
+    assert "--override scripts/gpu/overrides-sglang.txt" in recipe
+    assert (ROOT / "scripts/gpu/overrides-sglang.txt").read_text().split("\n")[-2] == "transformers==5.9.0"
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+def test_set_engine_points_verl_rollout_at_the_engine_with_real_weights(engine: str) -> None:
+    config, _ = cli.compose_experiment(EXPERIMENT, ["actor_rollout_ref.rollout.nnodes=0"])
+    assert config.actor_rollout_ref.rollout.name == "vllm"  # the experiment's own choice
+    backends.set_engine(config, engine)
+    rollout = config.actor_rollout_ref.rollout
+    assert (rollout.name, rollout.load_format, rollout.nnodes) == (engine, "auto", 1)
+    assert engine in RolloutReplicaRegistry._registry  # verl builds SGLangReplica / vLLMReplica from it
+
+
+def test_unknown_backend_names_the_choices() -> None:
+    config, _ = cli.compose_experiment(EXPERIMENT, [])
+    with pytest.raises(ValueError, match=r"^unknown backend 'trt'; choose one of hf, vllm, sglang$"):
+        backends.make_backend("trt", config)

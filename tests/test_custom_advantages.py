@@ -1,0 +1,378 @@
+"""turn_grpo and gigpo_turn (extensions/custom_advantages.py): exact tensors, on CPU, also through verl.
+
+Run: ``PYTHONPATH=$PWD .venv/bin/python -m pytest -q tests/test_custom_advantages.py``
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+from verl.protocol import DataProto
+from verl.trainer.config import AlgoConfig
+from verl.trainer.ppo import core_algos
+
+from extensions import custom_advantages as ca
+from extensions.errors import ConfigError, choices
+from extensions.verl_config import compose_verl_config
+
+with warnings.catch_warnings():
+    # verl.workers.engine warns once per missing optional engine (torchtitan, veomni, megatron, ...) on CPU.
+    warnings.filterwarnings("ignore", message=r".* engine is not available", category=UserWarning)
+    from verl.trainer.ppo.ray_trainer import compute_advantage
+    from verl.trainer.ppo.v1.utils import compute_advantage_for_multi_trajectories
+
+EPS = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def _registered() -> Iterator[None]:
+    ca.register_estimators()
+    previous = ca.set_rows_provider(None)  # each test sets its own; the plugin's seam provider comes back after
+    yield
+    ca.set_rows_provider(previous)
+
+
+def turn(start: int, end: int, reward: float | None = None, anchor: str | None = None) -> dict[str, Any]:
+    record: dict[str, Any] = {"role": "assistant", "span": [start, end]}
+    if reward is not None:
+        record["reward"] = reward
+    if anchor is not None:
+        record["anchor"] = anchor
+    return record
+
+
+def other(role: str, start: int, end: int) -> dict[str, Any]:
+    return {"role": role, "span": [start, end]}
+
+
+def z(values: list[float], norm_by_std: bool = True) -> list[float]:
+    """verl's GRPO normalisation of hand-computed returns, as a list."""
+    g = torch.tensor(values)
+    centred = g - g.mean()
+    return (centred / (g.std() + EPS) if norm_by_std else centred).tolist()
+
+
+def t(rows: list[list[float]]) -> torch.Tensor:
+    return torch.tensor(rows, dtype=torch.float32)
+
+
+def proto(rewards: torch.Tensor, mask: torch.Tensor, uids: np.ndarray) -> DataProto:
+    """A batch as verl's trainers hand it to compute_advantage (fresh tensors: verl writes into the batch)."""
+    return DataProto.from_dict(
+        tensors={"token_level_rewards": rewards.clone(), "response_mask": mask.clone()}, non_tensors={"uid": uids}
+    )
+
+
+# Group "a", three rows of 10 response tokens.
+#   row 0: assistant [0,3) r=0.5 | tool [3,5) | assistant [5,8) (no reward) | pad;  S = 1.5 at token 7
+#   row 1: assistant [0,4) r=0.25 | pad;                                            S = 0.0
+#   row 2: assistant [0,2) r=-0.5 | tool [2,4) | assistant [4,6) r=0.5 | user [6,7) | assistant [7,9) r=0,
+#          token 8 is mask 0 (thinking out of the loss);                            S = 0.5 + 1.0 (tokens 5, 8)
+# gamma = 1: G(row 0) = [1.5, 1.0], G(row 1) = [0.0], G(row 2) = [1.5, 2.0, 1.5]
+REWARDS = t(
+    [
+        [0, 0, 0, 0, 0, 0, 0, 1.5, 0, 0],
+        [0] * 10,
+        [0, 0, 0, 0, 0, 0.5, 0, 0, 1.0, 0],
+    ]
+)
+MASK = t(
+    [
+        [1, 1, 1, 0, 0, 1, 1, 1, 0, 0],
+        [1, 1, 1, 1, 0, 0, 0, 0, 0, 0],
+        [1, 1, 0, 0, 1, 1, 0, 1, 0, 0],
+    ]
+)
+UIDS = np.array(["a", "a", "a"], dtype=object)
+ROWS: list[dict[str, Any] | None] = [
+    {"turns": [turn(0, 3, 0.5), other("tool", 3, 5), turn(5, 8)]},
+    {"turns": [turn(0, 4, 0.25)]},
+    {"turns": [turn(0, 2, -0.5), other("tool", 2, 4), turn(4, 6, 0.5), other("user", 6, 7), turn(7, 9, 0.0)]},
+]
+
+
+def test_turn_grpo_hand_computed_without_std() -> None:
+    adv, stats = ca.turn_level_advantages(REWARDS, MASK, UIDS, ROWS, gamma=1.0, norm_by_std=False)
+    # k=1: mean(1.5, 0, 1.5) = 1 -> 0.5, -1, 0.5; k=2: mean(1.0, 2.0) = 1.5 -> -0.5, 0.5; k=3: row 2 alone inherits 0.5
+    expected = t(
+        [
+            [0.5, 0.5, 0.5, 0, 0, -0.5, -0.5, -0.5, 0, 0],
+            [-1, -1, -1, -1, 0, 0, 0, 0, 0, 0],
+            [0.5, 0.5, 0, 0, 0.5, 0.5, 0, 0.5, 0, 0],
+        ]
+    )
+    assert torch.equal(adv, expected)
+    assert stats == {
+        "estimator": "turn_grpo",
+        "rows": 3,
+        "fallback_rows": 0,
+        "fallback_reasons": {},
+        "assistant_turns": 6,
+        "uncovered_mask_tokens": 0,
+        "inherited_turns": 1,
+    }
+    assert stats == ca.LAST_STATS
+
+
+def test_turn_grpo_hand_computed_with_std() -> None:
+    adv, _ = ca.turn_level_advantages(REWARDS, MASK, UIDS, ROWS, gamma=1.0, norm_by_std=True)
+    (a0, a1, a2), (b0, b2) = z([1.5, 0.0, 1.5]), z([1.0, 2.0])
+    expected = t(
+        [
+            [a0, a0, a0, 0, 0, b0, b0, b0, 0, 0],
+            [a1, a1, a1, a1, 0, 0, 0, 0, 0, 0],
+            [a2, a2, 0, 0, b2, b2, 0, b2, 0, 0],
+        ]
+    )
+    assert torch.equal(adv, expected)
+
+
+def test_discounting_across_turns_with_gamma_half() -> None:
+    # row 0: r = 0.5, 0.25, 0 and S = 1 -> R = 0.5, 0.25, 0.25 -> G3 = 0.25, G2 = 0.375, G1 = 0.6875
+    # row 1: all zero -> G = 0, 0, 0. Means: 0.34375, 0.1875, 0.125.
+    assert ca.turn_returns(1.0, [0.5, 0.25, 0.0], gamma=0.5) == [0.6875, 0.375, 0.25]
+    rewards = t([[0, 0, 0, 0, 0, 1.0], [0] * 6])
+    mask = torch.ones(2, 6)
+    spans = [turn(0, 2, 0.5), turn(2, 4, 0.25), turn(4, 6, 0.0)]
+    rows = [{"turns": spans}, {"turns": [turn(0, 2), turn(2, 4), turn(4, 6)]}]
+    adv, _ = ca.turn_level_advantages(rewards, mask, np.array(["q", "q"], dtype=object), rows, 0.5, False)
+    assert torch.equal(
+        adv, t([[0.34375] * 2 + [0.1875] * 2 + [0.125] * 2, [-0.34375] * 2 + [-0.1875] * 2 + [-0.125] * 2])
+    )
+    adv_gamma1, _ = ca.turn_level_advantages(rewards, mask, np.array(["q", "q"], dtype=object), rows, 1.0, False)
+    # gamma = 1: G(row 0) = 1, 0.5, 0.25 -> halves
+    assert torch.equal(adv_gamma1, t([[0.5] * 2 + [0.25] * 2 + [0.125] * 2, [-0.5] * 2 + [-0.25] * 2 + [-0.125] * 2]))
+
+
+@pytest.mark.parametrize("gamma", [1.0, 0.5])
+def test_identical_trajectories_give_zero(gamma: float) -> None:
+    rows = [{"turns": [turn(0, 3, 0.25, "p"), other("tool", 3, 5), turn(5, 8, -0.5, "s1")]} for _ in range(3)]
+    rewards = torch.zeros(3, 10)
+    rewards[:, 7] = 0.75
+    mask = MASK[[0, 0, 0]]
+    uids = np.array(["a"] * 3, dtype=object)
+    adv, _ = ca.turn_level_advantages(rewards, mask, uids, rows, gamma, True)
+    assert torch.equal(adv, torch.zeros(3, 10))
+    adv, _ = ca.gigpo_advantages(rewards, mask, uids, rows, gamma, True, step_weight=1.0)
+    assert torch.equal(adv, torch.zeros(3, 10))
+
+
+def random_single_turn_batch(seed: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray, list[dict | None]]:
+    """Groups of 4, 3, 1 and 5 rows, one assistant turn each, random scores and lengths, some rows without records."""
+    gen = torch.Generator().manual_seed(seed)
+    uids = np.array(["u0"] * 4 + ["u1"] * 3 + ["u2"] + ["u3"] * 5, dtype=object)
+    bs, length = len(uids), 16
+    lengths = torch.randint(1, length + 1, (bs,), generator=gen)
+    mask = (torch.arange(length)[None, :] < lengths[:, None]).to(torch.int64)
+    rewards = torch.zeros(bs, length)
+    rewards[torch.arange(bs), lengths - 1] = torch.randn(bs, generator=gen)
+    process = torch.randn(bs, generator=gen).tolist()
+    rows: list[dict | None] = [
+        None if i in (2, 9) else {"turns": [turn(0, int(lengths[i]), process[i], f"prompt-{uids[i]}")]}
+        for i in range(bs)
+    ]
+    return rewards, mask, uids, rows
+
+
+@pytest.mark.parametrize("norm_by_std", [True, False])
+def test_single_turn_batch_equals_verl_grpo_exactly(norm_by_std: bool) -> None:
+    rewards, mask, uids, rows = random_single_turn_batch(seed=7)
+    verl_adv, verl_ret = core_algos.compute_grpo_outcome_advantage(
+        rewards, mask, uids, norm_adv_by_std_in_grpo=norm_by_std
+    )
+    for gamma in (1.0, 0.9):
+        adv, stats = ca.turn_level_advantages(rewards, mask, uids, rows, gamma, norm_by_std)
+        assert torch.equal(adv, verl_adv)
+        assert stats["fallback_rows"] == 2
+        adv, _ = ca.turn_level_advantages(rewards, mask, uids, None, gamma, norm_by_std)
+        assert torch.equal(adv, verl_adv)
+    no_anchor = [None if r is None else {"turns": [{**r["turns"][0], "anchor": None}]} for r in rows]
+    adv, stats = ca.gigpo_advantages(rewards, mask, uids, no_anchor, 1.0, norm_by_std)
+    assert torch.equal(adv, verl_adv) and stats["step_groups"] == 0
+    # through verl's compute_advantage with the registered name, rows from the provider
+    ca.set_rows_provider(lambda: rows)
+    config = AlgoConfig(adv_estimator="turn_grpo", norm_adv_by_std_in_grpo=norm_by_std)
+    data = proto(rewards, mask, uids)
+    out = compute_advantage(data, adv_estimator="turn_grpo", config=config)
+    assert torch.equal(out.batch["advantages"], verl_ret) and torch.equal(out.batch["returns"], verl_ret)
+
+
+def test_mask_zero_tokens_get_zero() -> None:
+    gen = torch.Generator().manual_seed(3)
+    bs, length = 6, 24
+    mask = (torch.rand(bs, length, generator=gen) > 0.4).to(torch.float32)
+    rewards = torch.zeros(bs, length)
+    rewards[:, -1] = torch.randn(bs, generator=gen)
+    rows = [{"turns": [turn(0, 8, 0.1, "p"), turn(8, 16, -0.2, f"s{i % 2}"), turn(16, 24, 0.3)]} for i in range(bs)]
+    uids = np.array(["a", "a", "a", "b", "b", "b"], dtype=object)
+    for adv, _ in (
+        ca.turn_level_advantages(rewards, mask, uids, rows, 0.9, True),
+        ca.gigpo_advantages(rewards, mask, uids, rows, 0.9, True, 0.5),
+    ):
+        assert torch.equal(adv[mask == 0], torch.zeros(int((mask == 0).sum())))
+        assert bool((adv[mask == 1] != 0).all())
+
+
+def test_rows_without_records_fall_back_to_the_episode_advantage(caplog: pytest.LogCaptureFixture) -> None:
+    rows = [ROWS[0], None, {"turns": [turn(0, 2, 0.0), turn(3, 99, 0.0)]}]  # row 2: a span past the response
+    with caplog.at_level(logging.WARNING, logger="extensions.custom_advantages"):
+        adv, stats = ca.turn_level_advantages(REWARDS, MASK, UIDS, rows, 1.0, False)
+    # k=1 over G = 1.5 (row 0), S = 0 (row 1), S = 1.5 (row 2) -> 0.5, -1, 0.5; row 0 alone at k=2 inherits 0.5
+    expected = t(
+        [
+            [0.5, 0.5, 0.5, 0, 0, 0.5, 0.5, 0.5, 0, 0],
+            [-1, -1, -1, -1, 0, 0, 0, 0, 0, 0],
+            [0.5, 0.5, 0, 0, 0.5, 0.5, 0, 0.5, 0, 0],
+        ]
+    )
+    assert torch.equal(adv, expected)
+    assert stats["fallback_rows"] == ca.LAST_STATS["fallback_rows"] == 2
+    assert stats["fallback_reasons"] == {"bad_span": 1, "no_records": 1}
+    assert [r.getMessage() for r in caplog.records] == [
+        "turn_grpo: 2 of 3 rows have no usable per-turn records (bad_span: 1, no_records: 1); "
+        "they use the outcome (GRPO) advantage"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("extras", "reason"),
+    [
+        (None, "no_records"),
+        ({"termination_reason": "error"}, "no_records"),
+        ({"turns": [other("user", 0, 3)]}, "no_assistant_turns"),
+        ({"turns": [turn(4, 6), turn(2, 3)]}, "bad_span"),
+        ({"turns": [{"role": "assistant", "span": [0, "3"]}]}, "bad_span"),
+        ({"turns": [turn(0, 3, float("nan"))]}, "bad_reward"),
+        ({"turns": [{"role": "assistant", "span": [0, 3], "reward": "1"}]}, "bad_reward"),
+    ],
+)
+def test_unusable_records_name_their_reason(extras: Any, reason: str) -> None:
+    assert ca.parse_turns(extras, length=10) == (None, reason)
+
+
+def test_parse_turns_defaults() -> None:
+    parsed, reason = ca.parse_turns({"turns": [turn(0, 3), other("tool", 3, 5), turn(5, 5, 1, "")]}, 10)
+    assert reason is None
+    assert parsed == [ca.AssistantTurn(0, 3, 0.0, None), ca.AssistantTurn(5, 5, 1.0, None)]
+
+
+def gigpo_case() -> tuple[torch.Tensor, torch.Tensor, np.ndarray, list[dict | None]]:
+    # Three rows of group "g", two turns each; S = 1, 0, 0.5; turn-1 rewards 0.25, 0.75, 0 -> G2 = 0.75, -0.75, 0.5.
+    # Turn-2 anchors: rows 0 and 1 share "x"; row 2 has "y". Row 3 (group "h") also has "x" but another prompt.
+    rewards = t([[0, 0, 0, 0, 0, 1.0], [0] * 6, [0, 0, 0, 0, 0, 0.5], [0, 0, 0, 0, 0, 1.0]])
+    mask = t([[1, 1, 0, 1, 1, 1]] * 4)
+    uids = np.array(["g", "g", "g", "h"], dtype=object)
+    rows: list[dict | None] = [
+        {"turns": [turn(0, 2, r), other("tool", 2, 3), turn(3, 6, 0.0, a)]}
+        for r, a in ((0.25, "x"), (0.75, "x"), (0.0, "y"), (0.0, "x"))
+    ]
+    return rewards, mask, uids, rows
+
+
+def test_gigpo_step_term_only_for_rows_sharing_an_anchor() -> None:
+    rewards, mask, uids, rows = gigpo_case()
+    adv, stats = ca.gigpo_advantages(rewards, mask, uids, rows, 1.0, False, step_weight=0.5)
+    # A^E = 0.5, -0.5, 0 (group g: mean 0.5) and 1.0 (row 3, a group of one: mean 0);
+    # A^S on turn 2 of rows 0 and 1 (anchor "x", mean 0): 0.75, -0.75, times omega = 0.5; "y" and h's "x" are alone
+    expected = t(
+        [
+            [0.5, 0.5, 0, 0.875, 0.875, 0.875],
+            [-0.5, -0.5, 0, -0.875, -0.875, -0.875],
+            [0, 0, 0, 0, 0, 0],
+            [1.0, 1.0, 0, 1.0, 1.0, 1.0],
+        ]
+    )
+    assert torch.equal(adv, expected)
+    assert (stats["step_groups"], stats["step_turns"], stats["step_weight"]) == (1, 2, 0.5)
+
+
+def test_gigpo_with_std_and_a_shared_prompt_anchor() -> None:
+    rewards, mask, uids, rows = gigpo_case()
+    for row in rows:
+        row["turns"][0]["anchor"] = "prompt"  # type: ignore[index]
+    adv, stats = ca.gigpo_advantages(rewards, mask, uids, rows, 1.0, True, step_weight=1.0)
+    e0, e1, e2 = z([1.0, 0.0, 0.5])
+    s0, s1 = z([0.75, -0.75])
+    e3 = (torch.tensor(1.0) / (torch.tensor(1.0) + EPS)).item()  # verl: a group of one has mean 0, std 1 (float32)
+    episode = t([[e0, e0, 0, e0, e0, e0], [e1, e1, 0, e1, e1, e1], [e2, e2, 0, e2, e2, e2], [e3, e3, 0, e3, e3, e3]])
+    # turn 1's step group (anchor "prompt" in group g) is the episode group: its step term equals A^E there
+    step = t([[e0, e0, 0, s0, s0, s0], [e1, e1, 0, s1, s1, s1], [e2, e2, 0, 0, 0, 0], [0] * 6])
+    assert torch.equal(adv, episode + step)
+    assert stats["step_groups"] == 2
+
+
+def test_gigpo_step_weight_from_the_command_line() -> None:
+    cfg = compose_verl_config(["algorithm.adv_estimator=gigpo_turn", "+algorithm.gigpo_step_weight=0.5"])
+    assert ca.step_weight_from(cfg.algorithm) == 0.5
+    assert ca.step_weight_from(AlgoConfig()) == 1.0
+    with pytest.raises(ConfigError, match=r"^algorithm.gigpo_step_weight must be a number, got 'lots'$"):
+        ca.step_weight_from({"gigpo_step_weight": "lots"})
+    rewards, mask, uids, rows = gigpo_case()
+    ca.set_rows_provider(lambda: rows)
+    data = proto(rewards, mask, uids)
+    out = compute_advantage(data, adv_estimator="gigpo_turn", config=cfg.algorithm)
+    expected, _ = ca.gigpo_advantages(rewards, mask, uids, rows, 1.0, True, step_weight=0.5)
+    assert torch.equal(out.batch["advantages"], expected)
+
+
+def test_through_verl_compute_advantage_and_the_v1_path() -> None:
+    ca.set_rows_provider(lambda: ROWS)
+    config = AlgoConfig(adv_estimator="turn_grpo", gamma=1.0, norm_adv_by_std_in_grpo=False)
+    expected = t(
+        [
+            [0.5, 0.5, 0.5, 0, 0, -0.5, -0.5, -0.5, 0, 0],
+            [-1, -1, -1, -1, 0, 0, 0, 0, 0, 0],
+            [0.5, 0.5, 0, 0, 0.5, 0.5, 0, 0.5, 0, 0],
+        ]
+    )
+
+    out = compute_advantage(proto(REWARDS, MASK, UIDS), adv_estimator="turn_grpo", config=config)
+    assert torch.equal(out.batch["advantages"], expected) and torch.equal(out.batch["returns"], expected)
+    keys = [f"a_{session}_0" for session in range(3)]
+    out = compute_advantage_for_multi_trajectories(
+        proto(REWARDS, MASK, UIDS), batch_keys=keys, adv_estimator="turn_grpo", config=config
+    )
+    assert torch.equal(out.batch["advantages"], expected)
+    ca.set_rows_provider(None)
+    out = compute_advantage(proto(REWARDS, MASK, UIDS), adv_estimator="turn_grpo", config=config)
+    verl_adv, _ = core_algos.compute_grpo_outcome_advantage(REWARDS, MASK, UIDS, norm_adv_by_std_in_grpo=False)
+    assert torch.equal(out.batch["advantages"], verl_adv)
+    assert ca.LAST_STATS["fallback_rows"] == 3
+
+
+def test_missing_uid_names_the_column() -> None:
+    with pytest.raises(ValueError, match=r"^turn_grpo groups rows by prompt and needs the batch's 'uid' column"):
+        ca.compute_turn_grpo_advantage(REWARDS, MASK, index=None, config=AlgoConfig())
+
+
+def test_rows_of_another_length_fail_loudly() -> None:
+    with pytest.raises(ValueError, match=r"^gigpo_turn: the rows provider gave 2 records for a batch of 3 rows$"):
+        ca.gigpo_advantages(REWARDS, MASK, UIDS, ROWS[:2])
+
+
+def test_unknown_estimator_verl_lists_nothing_the_pack_lists_all() -> None:
+    data = proto(REWARDS, MASK, UIDS)
+    with pytest.raises(ValueError) as verl_error:
+        compute_advantage(data, adv_estimator="turn_gpro", config=AlgoConfig(adv_estimator="turn_gpro"))
+    assert str(verl_error.value) == "Unknown advantage estimator simply: turn_gpro"  # verl 0.9.1: no list
+    with pytest.raises(ConfigError) as ours:
+        ca.check_estimator_name("turn_gpro")
+    assert str(ours.value) == (
+        "algorithm.adv_estimator='turn_gpro' is not a registered advantage estimator; "
+        f"choose one of: {choices(core_algos.ADV_ESTIMATOR_REGISTRY)}"
+    )
+    assert "'gigpo_turn'" in str(ours.value) and "'turn_grpo'" in str(ours.value) and "'grpo'" in str(ours.value)
+    ca.check_estimator_name("turn_grpo")
+    ca.check_estimator_name(core_algos.AdvantageEstimator.GRPO)
+
+
+def test_register_estimators_is_idempotent() -> None:
+    assert ca.register_estimators() == ca.register_estimators() == ["gigpo_turn", "turn_grpo"]
+    assert core_algos.get_adv_estimator_fn("turn_grpo") is ca.compute_turn_grpo_advantage
+    assert core_algos.get_adv_estimator_fn("gigpo_turn") is ca.compute_gigpo_turn_advantage

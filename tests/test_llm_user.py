@@ -1,0 +1,181 @@
+"""LLMUserInteraction: the policy backend through verl's real AgentLoopWorker, its view, its limits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from extensions.errors import ConfigError, SampleError
+from extensions.interactions.llm_user import DEFAULT_INSTRUCTIONS, LLMUserInteraction
+from extensions.interactions.user_backends import UserModelError, user_view
+from extensions.testing.scripted_server import ScriptedServer
+from tests.conftest import Row, make_batch, register_loop, sample
+from tests.test_long_workflow import IM_END, tool_call, tool_span_text, user_span_text
+
+FACT = "USERFACT: one apple costs 3 dollars."
+STOP = "###STOP###"
+
+
+class RoutedServer:
+    """The agent's requests go to one scripted server, the simulated user's (``...:user``) to another."""
+
+    def __init__(self, agent: ScriptedServer, user: ScriptedServer):
+        self.agent, self.user = agent, user
+        self.user_prompts: list[list[int]] = []
+
+    async def generate(self, request_id: str, **kwargs: Any) -> Any:
+        if request_id.endswith(":user"):
+            self.user_prompts.append(list(kwargs["prompt_ids"]))
+            return await self.user.generate(request_id, **kwargs)
+        return await self.agent.generate(request_id, **kwargs)
+
+
+def write_config(tmp_path: Path, **config: Any) -> str:
+    entry = {"name": "llm_user", "class_name": "extensions.interactions.llm_user.LLMUserInteraction", "config": config}
+    path = tmp_path / "users.yaml"
+    path.write_text(yaml.safe_dump({"interaction": [entry]}))
+    return str(path)
+
+
+async def run_two_sided(worker: Any, agent: dict, user: dict, samples: list[dict]) -> tuple[Any, RoutedServer]:
+    routed = RoutedServer(ScriptedServer(worker.tokenizer, agent), ScriptedServer(worker.tokenizer, user))
+    worker.llm_client = routed
+    return await worker.generate_sequences(make_batch(samples)), routed
+
+
+def ask_sample(marker: str, loop: str, **ikwargs: Any) -> dict[str, Any]:
+    kwargs = {"name": "llm_user", "ground_truth": "12", "user_facts": [FACT], **ikwargs}
+    return sample(marker, loop, interaction_kwargs=kwargs)
+
+
+async def test_policy_user_answers_the_agent_then_the_answer_ends_it(worker, tokenizer, tmp_path):
+    path = write_config(tmp_path, sampling={"temperature": 0.0, "max_tokens": 64}, stop_on_final_answer=True)
+    loop = register_loop("lw_llm_user", interaction_config_path=path)
+    agent = {"ASK-1": ["How much does one apple cost?", tool_call("echo", text="3*4"), "Four apples: 12.\n#### 12"]}
+    user = {"USERFACT": ["It costs 3 dollars."]}
+    out, routed = await run_two_sided(worker, agent, user, [ask_sample("ASK-1", loop)])
+    row = Row(out, 0)
+
+    assert row.reason == "interaction_done"
+    assert [t["role"] for t in row.extras["turns"]] == ["assistant", "user", "assistant", "tool", "assistant", "user"]
+    user_turn = row.extras["turns"][1]
+    ids, mask = row.span(user_turn)
+    assert tokenizer.decode(ids) == user_span_text("It costs 3 dollars.") and set(mask) == {0}
+    assert tokenizer.decode(row.response_ids) == (
+        "How much does one apple cost?"
+        + IM_END
+        + user_span_text("It costs 3 dollars.")
+        + tool_call("echo", text="3*4")
+        + IM_END
+        + tool_span_text("echo: 3*4")
+        + "Four apples: 12.\n#### 12"
+        + IM_END
+    )
+    assert row.turn_scores == [0.0, 1.0]
+    assert row.extras["turns"][-1]["text"] == "Thank you." and row.extras["turns"][-1]["appended"] is False
+    # the user model saw the user's side: its instructions and fact, its own request, the agent's question
+    (call,) = routed.user.calls
+    assert {k: call[k] for k in ("temperature", "max_tokens")} == {"temperature": 0.0, "max_tokens": 64}
+    system = DEFAULT_INSTRUCTIONS.replace("{stop_marker}", STOP) + f"\n\nFacts only you know:\n- {FACT}"
+    expected = tokenizer.apply_chat_template(
+        [
+            {"role": "system", "content": system},
+            {"role": "assistant", "content": "ASK-1"},
+            {"role": "user", "content": "How much does one apple cost?"},
+        ],
+        tokenize=False,
+        add_generation_prompt=True,
+    )
+    assert [tokenizer.decode(p) for p in routed.user_prompts] == [expected]
+
+
+async def test_user_that_never_stops_is_cut_by_max_user_turns(worker, tmp_path):
+    path = write_config(tmp_path, score="stop_marker")
+    loop = register_loop("lw_llm_user_cap", interaction_config_path=path, max_user_turns=2)
+    agent = {"ASK-2": ["What do you mean?", "Still unclear?", "And now?"]}
+    user = {"USERFACT": ["I mean apples.", "Apples!", "APPLES."]}
+    out, _ = await run_two_sided(worker, agent, user, [ask_sample("ASK-2", loop)])
+    row = Row(out, 0)
+    assert row.reason == "max_user_turns"
+    assert [t["role"] for t in row.extras["turns"]] == ["assistant", "user", "assistant", "user", "assistant", "user"]
+    assert [t["appended"] for t in row.extras["turns"] if t["role"] == "user"] == [True, True, False]
+    assert row.turn_scores == [0.0, 0.0, 0.0]
+
+
+async def test_stop_marker_ends_the_episode_and_scores_by_rule(worker, tmp_path):
+    path = write_config(tmp_path, score="stop_marker", correct_score=0.7)
+    loop = register_loop("lw_llm_user_stop", interaction_config_path=path)
+    out, _ = await run_two_sided(
+        worker, {"ASK-3": ["Done, anything else?"]}, {"USERFACT": [f"No, thanks. {STOP}"]}, [ask_sample("ASK-3", loop)]
+    )
+    row = Row(out, 0)
+    assert row.reason == "interaction_done"
+    assert row.turn_scores == [0.7]
+    assert row.extras["turns"][-1]["text"] == "No, thanks."
+
+
+async def test_empty_policy_reply_is_an_error_trajectory_and_the_batch_goes_on(worker, tmp_path):
+    path = write_config(tmp_path, stop_on_final_answer=True)
+    loop = register_loop("lw_llm_user_empty", interaction_config_path=path)
+    eos = [worker.tokenizer.eos_token_id]
+    samples = [ask_sample("ASK-4", loop), ask_sample("ASK-5", loop, user_facts=["OTHERFACT"])]
+    agent = {"ASK-4": ["Which apple?"], "ASK-5": ["#### 12"]}
+    out, _ = await run_two_sided(worker, agent, {"USERFACT": [eos], "OTHERFACT": ["unused"]}, samples)
+    bad, good = Row(out, 0), Row(out, 1)
+    assert bad.reason == "error"
+    assert bad.extras["error"] == (
+        "UserModelError: interaction 'llm_user' (LLMUserInteraction): the policy server returned an empty user reply"
+    )
+    assert set(bad.mask) == {0}
+    assert good.reason == "interaction_done" and good.turn_scores == [1.0]
+
+
+def test_user_view_swaps_roles_and_hides_tools_and_thinking():
+    messages = [
+        {"role": "system", "content": "agent system prompt"},
+        {"role": "user", "content": "Apples cost some money. What do 4 cost?"},
+        {"role": "assistant", "content": "<think>need price</think>What does one cost?"},
+        {"role": "user", "content": "3 dollars."},
+        {"role": "assistant", "content": "let me compute", "tool_calls": [{"function": {"name": "python_exec"}}]},
+        {"role": "tool", "content": "12"},
+        {"role": "assistant", "content": "It is 12."},
+        {"role": "assistant", "content": "#### 12"},
+    ]
+    assert user_view(messages, "SYS") == [
+        {"role": "system", "content": "SYS"},
+        {"role": "assistant", "content": "Apples cost some money. What do 4 cost?"},
+        {"role": "user", "content": "What does one cost?"},
+        {"role": "assistant", "content": "3 dollars."},
+        {"role": "user", "content": "It is 12.\n\n#### 12"},
+    ]
+    assert user_view([{"role": "user", "content": "Q"}, {"role": "assistant", "content": "<think>x</think>"}], "S")[
+        -1
+    ] == {"role": "user", "content": "(no visible message from the assistant)"}
+
+
+async def test_policy_backend_without_server_names_the_problem():
+    interaction = LLMUserInteraction({"name": "u", "score": "stop_marker"})
+    iid = await interaction.start_interaction("t1")
+    with pytest.raises(UserModelError, match="backend 'policy' needs the rollout's server_manager and tokenizer"):
+        await interaction.generate_response(
+            iid, [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "?"}]
+        )
+
+
+async def test_ground_truth_rule_needs_a_number():
+    with pytest.raises(SampleError, match=r"needs a numeric interaction_kwargs.ground_truth, got None .*'user_facts'"):
+        await LLMUserInteraction({"name": "u"}).start_interaction("t1", user_facts=["x"])
+
+
+def test_config_errors_name_the_key_and_the_choices():
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) 'persona'; valid: .*'instructions'"):
+        LLMUserInteraction({"name": "u", "persona": "x"})
+    with pytest.raises(ConfigError, match=r"backend 'gpt' is not one of 'openai', 'policy'"):
+        LLMUserInteraction({"name": "u", "backend": "gpt"})
+    with pytest.raises(ConfigError, match=r"unknown sampling key\(s\) 'n'; valid: .*'max_tokens'"):
+        LLMUserInteraction({"name": "u", "sampling": {"n": 2}})
+    with pytest.raises(ConfigError, match=r"backend 'openai' needs openai.base_url and openai.model"):
+        LLMUserInteraction({"name": "u", "backend": "openai", "openai": {}})

@@ -1,0 +1,55 @@
+"""scripts/readme_commands.py (run by .ci/run after the main job) finds every README command and runs it."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def rc() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("readme_commands", ROOT / "scripts" / "readme_commands.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_readme_command_is_run_or_skipped_for_a_stated_reason(rc: ModuleType) -> None:
+    commands = rc.readme_commands((ROOT / "README.md").read_text())
+    run = [c for c in commands if rc.skip_reason(c) is None]
+    skipped = {c.split("#")[0].strip(): rc.skip_reason(c) for c in commands if rc.skip_reason(c)}
+    assert (
+        skipped["bash scripts/main_job.sh"] == skipped["bash scripts/test.sh"] == ".ci/run runs it before this script"
+    )
+    assert all(c.startswith("python -m extensions.") for c in run), run  # all CPU commands of the pack
+    assert "python -m extensions.rollout experiments/gsm8k_code_verify --replay outputs/r/trajectories.jsonl" in run
+    assert any(c.startswith("python -m extensions.rollout.view ") for c in run)
+    assert any(rc.ROLLOUT_RUN.search(c) for c in run)
+
+
+def test_parsing_joins_continuations_and_drops_comment_lines(rc: ModuleType) -> None:
+    text = "x\n```bash\n# a comment\npython -m a \\\n  --b c   # note\n\necho hi\n```\n```yaml\nk: v\n```\n"
+    assert rc.readme_commands(text) == ["python -m a --b c # note", "echo hi"]
+
+
+def test_ci_arguments_go_to_rollout_runs_only(rc: ModuleType) -> None:
+    extra = "--limit 1 x=1"
+    assert rc.with_extra_args("python -m extensions.rollout e --limit 4", extra) == (
+        "python -m extensions.rollout e --limit 4 --limit 1 x=1"
+    )
+    assert rc.with_extra_args("python -m extensions.rollout e --replay t.jsonl", extra).endswith("t.jsonl " + extra)
+    assert rc.with_extra_args("python -m extensions.rollout.view t.jsonl", extra).endswith("t.jsonl")
+
+
+def test_a_command_fails_on_its_exit_status_or_a_false_warning(rc: ModuleType) -> None:
+    assert rc.run("python -c 'print(1)'") == (True, "1\n")
+    ok, output = rc.run("echo 'tokenizer with an incorrect regex pattern' >&2")
+    assert not ok and output.endswith("FAILED: printed 'incorrect regex pattern'\n")
+    ok, output = rc.run("exit 3")
+    assert not ok and output == "\nFAILED: exit 3\n"

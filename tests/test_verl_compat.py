@@ -1,0 +1,147 @@
+"""The seam to verl's internals: every reliance holds against the installed verl, the version check, the hooks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from verl.protocol import DataProto
+from verl.trainer.ppo.core_algos import register_adv_est
+
+from extensions import verl_compat
+from extensions.verl_compat import RELIANCES, VerlVersionError, check_verl_version
+
+
+@pytest.mark.parametrize("reliance", RELIANCES, ids=[r.name for r in RELIANCES])
+def test_reliance_holds_against_installed_verl(reliance):
+    try:
+        reliance.check()
+    except Exception as exc:  # name the entry, loudly
+        pytest.fail(f"verl reliance '{reliance.name}' ({reliance.mirrors}) broke: {type(exc).__name__}: {exc}")
+
+
+def test_every_reliance_has_a_reason_and_a_verl_file():
+    assert len({r.name for r in RELIANCES}) == len(RELIANCES) == 10
+    assert all(r.reason and r.mirrors for r in RELIANCES)
+    assert verl_compat.broken_reliances() == []
+
+
+def test_a_broken_reliance_is_reported_by_name(monkeypatch):
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+
+    async def renamed(self, data):  # what a verl release renaming a parameter looks like
+        return None
+
+    monkeypatch.setattr(ToolAgentLoop, "_handle_processing_tools_state", renamed)
+    assert verl_compat.broken_reliances() == [
+        "ToolAgentLoop handlers and AgentData (experimental/agent_loop/tool_agent_loop.py, "
+        "experimental/agent_loop/agent_loop.py): AssertionError: "
+        "ToolAgentLoop._handle_processing_tools_state signature changed"
+    ]
+
+
+def test_version_check_names_the_version_and_the_fix(monkeypatch):
+    monkeypatch.delenv("LONGFLOW_ALLOW_UNTESTED_VERL", raising=False)
+    assert check_verl_version() == "0.9.1"
+    with pytest.raises(VerlVersionError) as err:
+        check_verl_version("0.10.0")
+    assert str(err.value) == (
+        "verl-longflow is tested with verl 0.9.1, but verl 0.10.0 is installed. Install a tested one "
+        "(`pip install verl==0.9.1`), or set LONGFLOW_ALLOW_UNTESTED_VERL=1 to try anyway and run "
+        "`pytest tests/test_verl_compat.py` to see which reliances changed."
+    )
+    monkeypatch.setenv("LONGFLOW_ALLOW_UNTESTED_VERL", "1")
+    assert check_verl_version("0.10.0") == "0.10.0"
+
+
+PROBE: list = []
+
+
+@register_adv_est("longflow_test_probe")
+def _probe(token_level_rewards, response_mask, config=None, index=None, **kwargs):
+    PROBE.append(verl_compat.advantage_rows())
+    return torch.zeros_like(token_level_rewards), torch.zeros_like(token_level_rewards)
+
+
+def _extras_column() -> np.ndarray:
+    extras = np.empty(3, dtype=object)
+    extras[:] = [
+        {"turns": [], "termination_reason": "final_answer", "num_assistant_turns": 2, "num_tool_calls": 1},
+        None,
+        {"turns": [], "termination_reason": "error", "num_assistant_turns": 1},
+    ]
+    return extras
+
+
+def test_legacy_trainer_publishes_each_rows_extras_while_estimating():
+    from verl.trainer.config.algorithm import AlgoConfig
+    from verl.trainer.ppo import ray_trainer
+
+    assert "verl.trainer.ppo.ray_trainer" in verl_compat.installed_trainer_hooks()
+    PROBE.clear()
+    batch = DataProto.from_dict(
+        tensors={"token_level_rewards": torch.zeros(3, 4), "response_mask": torch.ones(3, 4, dtype=torch.int64)},
+        non_tensors={"uid": np.array(["a", "a", "b"], dtype=object), "extras": _extras_column()},
+    )
+    ray_trainer.compute_advantage(batch, adv_estimator="longflow_test_probe", config=AlgoConfig())
+    assert [[_extras_column()[0], None, _extras_column()[2]]] == PROBE
+    assert verl_compat.advantage_rows() is None  # only while verl estimates
+
+
+def test_legacy_trainer_metrics_gain_longflow_keys():
+    from verl.trainer.ppo import ray_trainer
+
+    metrics = ray_trainer.compute_data_metrics.__wrapped__  # verl's own, for the keys it makes
+    assert callable(metrics)
+    rows = verl_compat.extras_rows(_extras_column())
+    from extensions.metrics import longflow_metrics
+
+    got = longflow_metrics(rows)
+    assert got["longflow/recorded_fraction"] == pytest.approx(2 / 3)
+    assert got["longflow/termination/final_answer"] == 0.5 and got["longflow/termination/error"] == 0.5
+    assert got["longflow/assistant_turns/mean"] == 1.5 and got["longflow/assistant_turns/max"] == 2.0
+    assert got["longflow/tool_calls/mean"] == 0.5
+
+
+def test_a_failing_hook_never_fails_the_run(caplog):
+    from verl.trainer.ppo import ray_trainer
+
+    PROBE.clear()
+    broken = np.empty(2, dtype=object)
+    broken[:] = [{"turns": []}, {"turns": []}]
+    batch = DataProto.from_dict(
+        tensors={"token_level_rewards": torch.zeros(2, 3), "response_mask": torch.ones(2, 3, dtype=torch.int64)},
+        non_tensors={"uid": np.array(["a", "a"], dtype=object), "extras": broken},
+    )
+    from extensions.verl_compat import trainer_hooks
+
+    original = trainer_hooks.extras_rows
+
+    def explode(column):
+        raise RuntimeError("verl moved the column")
+
+    trainer_hooks.extras_rows = explode
+    try:
+        ray_trainer.compute_advantage(batch, adv_estimator="longflow_test_probe", config=None)
+    finally:
+        trainer_hooks.extras_rows = original
+    assert PROBE == [None]  # the estimator ran, without rows
+    assert (
+        "verl-longflow: reading per-row records failed (RuntimeError: verl moved the column); training goes on "
+        "without it. Run `pytest tests/test_verl_compat.py` to see whether the installed verl changed."
+    ) in caplog.text
+
+
+def test_rows_are_read_only_when_an_estimator_asks_and_only_once():
+    reads = []
+
+    def read():
+        reads.append(1)
+        return [None]
+
+    with verl_compat.batch_rows(read):
+        pass  # verl's own estimators never ask: nothing is fetched
+    assert reads == []
+    with verl_compat.batch_rows(read), verl_compat.batch_rows(None):  # None keeps the outer source
+        assert verl_compat.advantage_rows() == [None] and verl_compat.advantage_rows() == [None]
+    assert reads == [1] and verl_compat.advantage_rows() is None
