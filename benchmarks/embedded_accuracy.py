@@ -25,14 +25,12 @@ from extensions.backends.hf_server import HFServer
 from extensions.backends.weights import WEIGHTS, load_model
 from extensions.custom_rewards import score_gsm8k
 from extensions.data.prompts import system_prompt
-from extensions.errors import ConfigError
+from extensions.data.sources import default_gsm8k_source, read_rows
 
 
-def read_problems(path: Path, n: int) -> list[dict[str, str]]:
-    """The first ``n`` rows ``{"question", "answer": "... #### N"}`` of a GSM8K .jsonl file."""
-    if not path.is_file():
-        raise ConfigError(f"--gsm8k {path}: no such file (GSM8K test.jsonl; or set LONGFLOW_GSM8K_TEST)")
-    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()][:n]
+def read_problems(source: str, n: int) -> list[dict[str, str]]:
+    """The first ``n`` rows ``{"question", "answer": "... #### N"}`` of GSM8K test: a local file or a HF id."""
+    rows = read_rows(source, split="test", hf_config="main")[:n]
     return [{"question": r["question"], "truth": r["answer"].rsplit("####", 1)[1].strip()} for r in rows]
 
 
@@ -69,7 +67,12 @@ def compare(paths: Sequence[Path]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--gsm8k", type=Path, default=os.environ.get("LONGFLOW_GSM8K_TEST"), help="test.jsonl")
+    parser.add_argument(
+        "--gsm8k",
+        default=os.environ.get("LONGFLOW_GSM8K_TEST") or default_gsm8k_source("test"),
+        help="GSM8K test: a .jsonl file or a Hugging Face id (default $LONGFLOW_GSM8K_TEST, "
+        "else $LONGFLOW_GSM8K_DIR/test.jsonl, else openai/gsm8k)",
+    )
     parser.add_argument("--n", type=int, default=50)
     parser.add_argument("--weights", choices=WEIGHTS, default="float32")
     parser.add_argument("--max-tokens", type=int, default=256)
@@ -80,13 +83,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     if args.compare:
         compare(args.compare)
         return
-    if args.gsm8k is None:
-        parser.error("--gsm8k PATH (or LONGFLOW_GSM8K_TEST) is required")
     from transformers import AutoTokenizer
 
     from extensions.backends.embedded_model import ensure_embedded_model
 
-    problems = read_problems(Path(args.gsm8k), args.n)
+    problems = read_problems(args.gsm8k, args.n)
     model_dir = ensure_embedded_model()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     server = HFServer(load_model(model_dir, args.weights), max_batch_size=args.batch)

@@ -226,11 +226,10 @@ def resolve(path: str) -> Path | None:
 
 
 def _parser_names() -> set[str]:
-    from verl.experimental.agent_loop.tool_parser import ToolParser
-
     import extensions.plugin  # noqa: F401  (registers the pack's parsers)
+    from extensions.verl_compat import tool_parser_registry
 
-    return set(ToolParser._registry)
+    return set(tool_parser_registry())
 
 
 def _is_experiment(path: Path, data: Any) -> bool:

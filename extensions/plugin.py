@@ -3,20 +3,22 @@
 ``import verl`` imports this module in every process — the driver and each Ray worker —
 so the pack's tool-call parsers, agent-loop names and advantage estimators are registered,
 and the trainer hooks of ``extensions.verl_compat`` installed, wherever verl runs.
-verl swallows errors raised here (at debug level), so ``tests/test_plugin.py`` checks
-that this module loads and registers everything.
+verl swallows errors raised here (it logs them at debug level), so a failure here (an untested
+verl version, above all) is also printed to stderr before it is raised: otherwise the first sign
+would be "unknown agent loop long_workflow" much later. ``tests/test_plugin.py`` checks that this
+module loads and registers everything, and that a failure is printed.
 """
 
 from __future__ import annotations
 
-from extensions import verl_compat
+import sys
 
 AGENT_LOOPS = {"long_workflow": "extensions.custom_rollouts.LongWorkflowAgent"}
 
 
 def register() -> dict[str, list[str]]:
     """Register parsers, agent loops and advantage estimators with verl; idempotent. Returns what was registered."""
-    from extensions import custom_advantages
+    from extensions import custom_advantages, verl_compat
     from extensions.parsers import register_parsers
 
     registry = verl_compat.agent_loop_registry()
@@ -33,4 +35,8 @@ def register() -> dict[str, list[str]]:
     }
 
 
-REGISTERED = register()
+try:
+    REGISTERED = register()
+except Exception as exc:
+    print(f"verl-longflow was not loaded: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    raise

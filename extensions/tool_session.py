@@ -90,8 +90,7 @@ def tool_semaphore(owner: str, tool: str, limit: int) -> asyncio.Semaphore:
     own. Tables of closed event loops are dropped, so a new loop never inherits a dead loop's state.
     """
     loop = asyncio.get_running_loop()
-    for dead in [other for other in _LIMITS if other.is_closed()]:
-        del _LIMITS[dead]
+    _drop_closed_loops()
     table = _LIMITS.setdefault(loop, {})
     key = (owner, tool, limit)
     semaphore = table.get(key)
@@ -100,9 +99,16 @@ def tool_semaphore(owner: str, tool: str, limit: int) -> asyncio.Semaphore:
     return semaphore
 
 
+def _drop_closed_loops() -> None:
+    # A contended semaphore holds its loop, so the weak keys alone would keep closed loops' tables.
+    for dead in [loop for loop in _LIMITS if loop.is_closed()]:
+        del _LIMITS[dead]
+
+
 def live_semaphores() -> int:
-    """How many tool semaphores are kept (for leak checks)."""
-    return sum(len(table) for loop, table in _LIMITS.items() if not loop.is_closed())
+    """How many tool semaphores are kept, after dropping closed event loops' tables (for leak checks)."""
+    _drop_closed_loops()
+    return sum(len(table) for table in _LIMITS.values())
 
 
 def check_arguments(schema: dict[str, Any], arguments: Any, tool: str) -> str | None:

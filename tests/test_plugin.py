@@ -39,3 +39,27 @@ def test_register_is_idempotent_and_reports():
 
     assert register() == register()
     assert register()["agent_loops"] == ["long_workflow"]
+
+
+def test_a_plugin_that_fails_to_load_says_so_on_stderr():
+    """verl logs plugin load errors at debug level only: an untested verl must still be seen."""
+    code = (
+        "import os\n"
+        "os.environ['VERL_USE_EXTERNAL_PLUGINS'] = 'none'\n"
+        "os.environ.pop('LONGFLOW_ALLOW_UNTESTED_VERL', None)\n"
+        "import verl\n"
+        "from importlib.metadata import entry_points\n"
+        "verl.__version__ = '0.9.0'\n"
+        "(ep,) = [e for e in entry_points(group='verl.plugins') if e.name == 'longflow']\n"
+        "try:\n"
+        "    ep.load()\n"
+        "except Exception as exc:\n"
+        "    print('verl swallows', type(exc).__name__)\n"  # what verl/__init__.py does with it
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "verl swallows VerlVersionError"
+    assert (
+        "verl-longflow was not loaded: VerlVersionError: verl-longflow is tested with verl 0.9.1, "
+        "but verl 0.9.0 is installed. Install a tested one (`pip install verl==0.9.1`), or set "
+        "LONGFLOW_ALLOW_UNTESTED_VERL=1 to try anyway"
+    ) in out.stderr

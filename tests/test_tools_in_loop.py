@@ -161,3 +161,17 @@ def test_a_new_event_loop_never_inherits_a_closed_loops_semaphore():
 
     assert asyncio.run(tables_kept()) == 1  # only the running loop's
     assert live_semaphores() == 0
+
+    async def contended() -> asyncio.Semaphore:
+        semaphore = tool_semaphore("entry", "slow", 1)
+        await semaphore.acquire()
+        waiter = asyncio.ensure_future(semaphore.acquire())
+        await asyncio.sleep(0)
+        semaphore.release()
+        await waiter
+        semaphore.release()
+        return semaphore
+
+    held = asyncio.run(contended())
+    assert held._loop is not None  # a contended semaphore holds its (now closed) loop ...
+    assert live_semaphores() == 0 and len(_LIMITS) == 0  # ... yet its table is gone

@@ -145,3 +145,20 @@ def test_rows_are_read_only_when_an_estimator_asks_and_only_once():
     with verl_compat.batch_rows(read), verl_compat.batch_rows(None):  # None keeps the outer source
         assert verl_compat.advantage_rows() == [None] and verl_compat.advantage_rows() == [None]
     assert reads == [1] and verl_compat.advantage_rows() is None
+
+
+def test_no_private_verl_name_is_read_outside_the_seam():
+    """verl's underscore names (``_agent_loop_registry``, ``ToolParser._registry``, ...) only in verl_compat/."""
+    import re
+    from pathlib import Path
+
+    root = Path(verl_compat.__file__).parents[1]
+    private_import = re.compile(r"^\s*from verl[\w.]* import .*\b_[a-z]\w*", re.M)
+    private_attr = re.compile(r"\b(?:_agent_loop_registry|ToolParser\._registry|_registry\b)")
+    offenders = [
+        str(path.relative_to(root))
+        for path in sorted(root.rglob("*.py"))
+        if "verl_compat" not in path.parts
+        and (private_import.search(path.read_text()) or private_attr.search(path.read_text()))
+    ]
+    assert offenders == []

@@ -43,6 +43,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from extensions.backends.prefix_cache import LayerKV, PrefixCache, common_prefix_len
 from extensions.backends.sampling import LogprobsMode, Sampling, parse_sampling_params, sample_token
+from extensions.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
@@ -83,10 +84,19 @@ def _left_pad(t: torch.Tensor, dim: int, total: int) -> torch.Tensor:
     return torch.nn.functional.pad(t, (0, 0) * (t.dim() - 1 - dim) + (total - t.shape[dim], 0))
 
 
+THREADS_ENV = "LONGFLOW_HF_THREADS"
+
+
 def default_threads() -> int:
-    """One core fewer than this process may use (at least 1): the event loop, tools and other processes get a
-    core, and torch's OpenMP threads never spin against them (oversubscribed, 2 threads ran 4x slower than 1)."""
-    return max(1, len(os.sched_getaffinity(0)) - 1)
+    """``$LONGFLOW_HF_THREADS``, else one core fewer than this process may use (at least 1): the event loop,
+    tools and other processes get a core, and torch's OpenMP threads never spin against them (on a shared,
+    oversubscribed machine 2 threads ran 4x slower than 1)."""
+    value = os.environ.get(THREADS_ENV)
+    if value is None:
+        return max(1, len(os.sched_getaffinity(0)) - 1)
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigError(f"${THREADS_ENV}={value!r}: expected a whole number of torch threads, at least 1")
+    return int(value)
 
 
 class HFServer:

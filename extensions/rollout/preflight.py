@@ -127,13 +127,12 @@ def _check_samples(
 
 def _interactions_by_loop(config: DictConfig) -> dict[str, set[str]]:
     """The interaction names of each LongWorkflowAgent loop (loops whose settings do not load are left out)."""
-    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
-
     from extensions.custom_rollouts import LongWorkflowAgent
     from extensions.interactions.registry import load_interactions
     from extensions.loop_settings import parse_settings
+    from extensions.verl_compat import agent_loop_registry
 
-    entries = {**{k: dict(v) for k, v in _agent_loop_registry.items()}, **agent_loop_entries(config)}
+    entries = {**{k: dict(v) for k, v in agent_loop_registry().items()}, **agent_loop_entries(config)}
     found = {}
     for name, entry in entries.items():
         module, _, attr = str(entry.get("_target_", "")).rpartition(".")

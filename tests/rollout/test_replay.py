@@ -38,3 +38,29 @@ async def test_replay_is_token_identical_and_catches_drift(worker, tmp_path):
     problems, _ = await replay([drifted], worker.config, tmp_path / "replay2")
     n = len(drifted.response_mask)
     assert problems == [f"trajectory 0: response_mask differs at position 3 (lengths {n} vs {n})"]
+
+
+def test_trajectories_recorded_before_the_refactor_replay_token_exact():
+    """The main job's 4 trajectories as recorded by f7e62c2 (before the seam refactor and prefix KV reuse)
+    replay through today's LongWorkflowAgent with identical tokens and masks."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "extensions.rollout",
+            "experiments/gsm8k_code_verify",
+            "--replay",
+            "tests/fixtures/main_job_before_refactor.jsonl",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "replayed 4 trajectories (0 skipped: errors or prompt_too_long), 0 mismatch(es)" in out.stdout
