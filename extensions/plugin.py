@@ -35,8 +35,24 @@ def register() -> dict[str, list[str]]:
     }
 
 
+def _pack_module_mid_import() -> str | None:
+    """A pack module whose first ``import verl`` is loading this plugin, so it is only partly defined yet."""
+    for name, module in list(sys.modules.items()):
+        if (
+            name.startswith("extensions.")
+            and name != __name__
+            and getattr(getattr(module, "__spec__", None), "_initializing", False)
+        ):
+            return name
+    return None
+
+
+_LOADED_FROM = _pack_module_mid_import()  # before register() starts importing pack modules itself
 try:
     REGISTERED = register()
 except Exception as exc:
-    print(f"verl-longflow was not loaded: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
+    # Loaded from inside a pack module's own first `import verl`: registering needs that module whole.
+    # verl drops this failed import, and the pack's entry points import this module again once it is.
+    if _LOADED_FROM is None:
+        print(f"verl-longflow was not loaded: {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
     raise

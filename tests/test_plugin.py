@@ -63,3 +63,17 @@ def test_a_plugin_that_fails_to_load_says_so_on_stderr():
         "but verl 0.9.0 is installed. Install a tested one (`pip install verl==0.9.1`), or set "
         "LONGFLOW_ALLOW_UNTESTED_VERL=1 to try anyway"
     ) in out.stderr
+
+
+def test_a_pack_module_imported_before_verl_is_no_failure():
+    """``import extensions.custom_advantages`` first: verl loads the plugin from inside that import, while
+    the module is half-defined. That is not reported as a failure, and importing the plugin registers."""
+    code = (
+        "import extensions.custom_advantages\n"
+        "import extensions.plugin\n"
+        "from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY\n"
+        "print(sorted(set(ADV_ESTIMATOR_REGISTRY) & {'turn_grpo', 'gigpo_turn'}))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "['gigpo_turn', 'turn_grpo']"
+    assert "was not loaded" not in out.stderr

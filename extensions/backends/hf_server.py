@@ -41,15 +41,12 @@ import torch
 from transformers import DynamicCache
 from verl.workers.rollout.replica import TokenOutput
 
-from extensions.backends.prefix_cache import LayerKV, PrefixCache, common_prefix_len
+from extensions.backends.prefix_cache import LayerKV, PrefixCache, common_prefix_len, plan_prefill, stack_past
 from extensions.backends.sampling import LogprobsMode, Sampling, parse_sampling_params, sample_token
 from extensions.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
-# a forward pass costs about this many prompt tokens' compute on top of its tokens (reading every weight once):
-# new requests whose new-token counts differ by more prefill in separate passes instead of padding to the longest
-PASS_OVERHEAD_TOKENS = 32
 
 
 @dataclass(eq=False)
@@ -100,7 +97,13 @@ def default_threads() -> int:
 
 
 class HFServer:
-    """In-process LLM server with verl's ``generate`` coroutine; see the module docstring."""
+    """In-process LLM server with verl's ``generate`` coroutine; see the module docstring.
+
+    Longer than the pack's ~250-line guide on purpose: it is one scheduler (admit, prefill with prefix
+    reuse, decode, sample, retire) whose methods all read and write the same running batch and KV
+    cache; the pure parts (prefill planning, KV stacking, the prefix cache, sampling) live in
+    ``prefix_cache.py`` and ``sampling.py``.
+    """
 
     def __init__(
         self,
@@ -384,31 +387,3 @@ class HFServer:
             num_preempted=0,
             extra_fields={"min_global_steps": None, "max_global_steps": None},
         )
-
-
-def plan_prefill(new_tokens: list[int], overhead: int = PASS_OVERHEAD_TOKENS) -> list[list[int]]:
-    """Group request indices into forward passes: padding to a group's longest costs ``len(group) * longest``
-    tokens; a request starts a new group when the padding it adds to the group exceeds ``overhead``."""
-    order = sorted(range(len(new_tokens)), key=lambda i: new_tokens[i])
-    groups: list[list[int]] = []
-    for i in order:
-        if groups and len(groups[-1]) * (new_tokens[i] - new_tokens[groups[-1][-1]]) <= overhead:
-            groups[-1].append(i)
-        else:
-            groups.append([i])
-    return groups
-
-
-def stack_past(rows: list[_Request], past: int) -> list[LayerKV]:
-    """Per layer, the rows' reused keys/values right-aligned in ``past`` positions (zeros where a row has none)."""
-    source = next(r.past for r in rows if r.past is not None)
-    stacked = []
-    for layer, (k0, v0) in enumerate(source):
-        keys = k0.new_zeros(len(rows), k0.shape[1], past, k0.shape[3])
-        values = v0.new_zeros(len(rows), v0.shape[1], past, v0.shape[3])
-        for i, request in enumerate(rows):
-            if request.past is not None and request.reused:
-                keys[i, :, past - request.reused :] = request.past[layer][0][0]
-                values[i, :, past - request.reused :] = request.past[layer][1][0]
-        stacked.append((keys, values))
-    return stacked

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 
@@ -141,3 +142,36 @@ class PrefixCache:
 
     def _drop(self, key: int) -> None:
         self.nbytes -= self._entries.pop(key).nbytes
+
+
+# a forward pass costs about this many prompt tokens' compute on top of its tokens (reading every weight once):
+# new requests whose new-token counts differ by more prefill in separate passes instead of padding to the longest
+PASS_OVERHEAD_TOKENS = 32
+
+
+def plan_prefill(new_tokens: list[int], overhead: int = PASS_OVERHEAD_TOKENS) -> list[list[int]]:
+    """Group request indices into forward passes: padding to a group's longest costs ``len(group) * longest``
+    tokens; a request starts a new group when the padding it adds to the group exceeds ``overhead``."""
+    order = sorted(range(len(new_tokens)), key=lambda i: new_tokens[i])
+    groups: list[list[int]] = []
+    for i in order:
+        if groups and len(groups[-1]) * (new_tokens[i] - new_tokens[groups[-1][-1]]) <= overhead:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    return groups
+
+
+def stack_past(rows: Sequence[Any], past: int) -> list[LayerKV]:
+    """Per layer, the rows' (HFServer requests') reused keys/values right-aligned in ``past`` positions (zeros where a row has none)."""
+    source = next(r.past for r in rows if r.past is not None)
+    stacked = []
+    for layer, (k0, v0) in enumerate(source):
+        keys = k0.new_zeros(len(rows), k0.shape[1], past, k0.shape[3])
+        values = v0.new_zeros(len(rows), v0.shape[1], past, v0.shape[3])
+        for i, request in enumerate(rows):
+            if request.past is not None and request.reused:
+                keys[i, :, past - request.reused :] = request.past[layer][0][0]
+                values[i, :, past - request.reused :] = request.past[layer][1][0]
+        stacked.append((keys, values))
+    return stacked
