@@ -178,3 +178,36 @@ async def test_results_are_cut_to_the_token_cap(stdio_worker: Any) -> None:
     shown = truncate_to_tokens(tok, full, 24)
     assert shown.endswith(TRUNCATION_NOTE)
     assert tok.decode(row.span(tool_turns(row)[0])[0]) == tool_span_text(shown)
+
+
+async def test_a_server_that_fails_to_start_mid_run_is_recorded_and_others_go_on(
+    qwen_dir: Path, tmp_path: Path
+) -> None:
+    flag = tmp_path / "refuse"
+    servers = servers_json(
+        tmp_path / "servers.json",
+        units=EXAMPLE_SERVER,
+        faults={**FAULT_SERVER, "env": {"FAULT_SERVER_REFUSE": str(flag)}},
+    )
+    entries = yaml.safe_load(tool_yaml(tmp_path / "u.yaml", servers, "search_corpus", server="units").read_text())
+    entries["tools"] += yaml.safe_load(
+        tool_yaml(tmp_path / "f.yaml", servers, "echo", server="faults", lifecycle="trajectory").read_text()
+    )["tools"]
+    (tmp_path / "tools.yaml").write_text(yaml.safe_dump(entries))
+    worker = make_worker(qwen_dir, tmp_path / "tools.yaml")  # loads: the fault server lists its tools
+    flag.touch()  # from now on it exits with status 2 before speaking MCP
+    loop = register_loop("mcp_refuse", tool_timeout_s=30.0)
+    script = {
+        "R-down": [call("echo", text="hi"), "no echo"],
+        "R-ok": [call("search_corpus", query="Everest height", top_k=1), "fine"],
+    }
+    out = await run_batch(worker, script, [sample(m, loop) for m in script])
+    rows = {marker: Row(out, i) for i, marker in enumerate(script)}
+    assert {m: r.reason for m, r in rows.items()} == {"R-down": "final_answer", "R-ok": "final_answer"}
+    down = tool_turns(rows["R-down"])[0]
+    assert [c["error"] for c in down["tool_calls"]] == ["server_start_failed"]
+    text = worker.tokenizer.decode(rows["R-down"].span(down)[0])
+    assert f"Tool 'echo' failed: MCPStartError: MCP server 'faults' ({servers}) failed to start: " in text
+    assert "refusing to start: FAULT_SERVER_REFUSE exists" in text
+    assert worker.tokenizer.decode(rows["R-ok"].span(tool_turns(rows["R-ok"])[0])[0]) == tool_span_text(EVEREST)
+    assert [c["error"] for c in tool_turns(rows["R-ok"])[0]["tool_calls"]] == [None]
