@@ -92,11 +92,20 @@ def _check_tool_agent_loop() -> None:
     }
     for name, params in expected.items():
         assert _params(getattr(ToolAgentLoop, name)) == params, f"ToolAgentLoop.{name} signature changed"
-    data = AgentData([], None, None, None, None, {}, "r", {})
+    # built with the keywords extensions.episode.Episode passes, so a renamed parameter shows here
+    data = AgentData(
+        messages=[],
+        image_data=None,
+        video_data=None,
+        audio_data=None,
+        mm_processor_kwargs=None,
+        metrics={},
+        request_id="r",
+        tools_kwargs={},
+    )
     fields = ("prompt_ids", "response_ids", "response_mask", "response_logprobs", "turn_scores", "tool_rewards")
-    missing = [
-        f for f in (*fields, "user_turns", "assistant_turns", "tool_calls", "extra_fields") if not hasattr(data, f)
-    ]
+    more = ("user_turns", "assistant_turns", "tool_calls", "extra_fields", "messages", "request_id", "metrics")
+    missing = [f for f in (*fields, *more) if not hasattr(data, f)]
     assert not missing, f"AgentData lost {missing}"
 
 
