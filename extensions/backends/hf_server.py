@@ -88,8 +88,8 @@ def default_threads() -> int:
     """``$LONGFLOW_HF_THREADS``, else one core fewer than this process may use (at least 1): the event loop,
     tools and other processes get a core, and torch's OpenMP threads never spin against them (on a shared,
     oversubscribed machine 2 threads ran 4x slower than 1)."""
-    value = os.environ.get(THREADS_ENV)
-    if value is None:
+    value = os.environ.get(THREADS_ENV, "").strip()
+    if not value:
         return max(1, len(os.sched_getaffinity(0)) - 1)
     if not value.isdigit() or int(value) < 1:
         raise ConfigError(f"${THREADS_ENV}={value!r}: expected a whole number of torch threads, at least 1")
