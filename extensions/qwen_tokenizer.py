@@ -12,7 +12,9 @@ Qwen2.5 chat template (tools in the system prompt, ``<tool_call>`` JSON, tool re
 from __future__ import annotations
 
 import json
+import os
 import sys
+import tempfile
 from importlib import resources
 from pathlib import Path
 
@@ -92,18 +94,30 @@ def write_qwen_model_dir(out_dir: str | Path, config: dict | None = None) -> Pat
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if not (out / "tokenizer.json").exists():
-        build_qwen_tokenizer().save_pretrained(out)
+    if not (out / "tokenizer.json").exists():  # written last: its presence means the files are whole
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        build_qwen_tokenizer().save_pretrained(staging)
+        for file in sorted(staging.iterdir(), key=lambda f: f.name == "tokenizer.json"):
+            os.replace(file, out / file.name)  # atomic: another process never reads half a file
+        staging.rmdir()
     config = {**(config or TINY_QWEN2_CONFIG)}
     config.setdefault("transformers_version", transformers.__version__)
-    (out / "config.json").write_text(json.dumps(config, indent=2))
+    _write_if_changed(out / "config.json", json.dumps(config, indent=2))
     return out
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    """Write ``text`` atomically, and only when it differs (processes share the cache directory)."""
+    if path.is_file() and path.read_text() == text:
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
 
 
 def cached_qwen_model_dir() -> Path:
     """The tokenizer model directory under ``$LONGFLOW_CACHE`` (default ``~/.cache/verl-longflow``)."""
-    import os
-
     root = Path(os.environ.get("LONGFLOW_CACHE", Path.home() / ".cache" / "verl-longflow"))
     return write_qwen_model_dir(root / "qwen25-tokenizer")
 
