@@ -54,3 +54,26 @@ async def test_server_runs_cheaper_weights_close_to_float32(
             s.close()
     assert len(cheap.token_ids) == 6
     assert cheap.token_ids[0] == ref.token_ids[0]  # the first greedy choice survives the rounding on this model
+
+
+async def test_float32_linears_are_column_major_with_the_same_greedy_output(tiny_model_dir: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    model = load_model(tiny_model_dir, "float32")
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert len(linears) == 7 * 2 + 1
+    assert all(m.weight.t().is_contiguous() and not m.weight.is_contiguous() for m in linears)
+    row_major = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).eval()
+    assert all(
+        torch.equal(a.weight, b.weight)
+        for a, b in zip(linears, (m for m in row_major.modules() if isinstance(m, torch.nn.Linear)), strict=True)
+    )
+    params = {"temperature": 0, "max_tokens": 8, "logprobs": True}
+    servers = [HFServer(m, num_threads=1) for m in (model, row_major)]
+    try:
+        ours, ref = [await s.generate("r", prompt_ids=PROMPT, sampling_params=params) for s in servers]
+    finally:
+        for s in servers:
+            s.close()
+    assert ours.token_ids == ref.token_ids
+    assert max(abs(a - b) for a, b in zip(ours.log_probs, ref.log_probs, strict=True)) < 1e-4
