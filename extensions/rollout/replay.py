@@ -194,8 +194,8 @@ def resolve_replay_model(config: DictConfig, overrides: list[str], trajectories:
     In order: ``actor_rollout_ref.model.path=`` on the command line; the config's path if it exists;
     the ``model`` that ``summary.json`` beside ``trajectories`` names, if it exists; the embedded
     model's directory if it was built; and for the embedded model's records (or records with no
-    summary), the pack's offline Qwen2.5 tokenizer, which encodes exactly like the embedded model's
-    (checked when it is converted).
+    summary), the pack's offline Qwen2.5 tokenizer without Qwen3's tokens, which encodes exactly like
+    the embedded model's (checked when it is converted; ``<tool_response>`` is four BPE tokens in both).
     """
     from extensions.backends.embedded_model import embedded_model_dir
     from extensions.qwen_tokenizer import cached_qwen_model_dir
@@ -209,7 +209,7 @@ def resolve_replay_model(config: DictConfig, overrides: list[str], trajectories:
         offline = recorded is None or Path(recorded).name == embedded_model_dir().name
     found = next((c for c in candidates if (c / "config.json").is_file()), None)
     if found is None and offline:
-        found = cached_qwen_model_dir()
+        found = cached_qwen_model_dir(qwen3_tokens=False)
     if found is None:
         raise ConfigError(
             f"replay of {trajectories} needs the tokenizer of the model that wrote it; none of "
