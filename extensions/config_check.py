@@ -103,7 +103,8 @@ def check_tools(path: Path) -> list[str]:
         with contextlib.redirect_stdout(io.StringIO()):  # BaseTool prints every schema
             tool_registry.initialize_tools_from_config(str(path))
     except Exception as exc:
-        return [f"{path}: tools do not load: {type(exc).__name__}: {exc}"]
+        message = str(exc).removeprefix(f"{path}: ")  # the loader names the file too (mcp/legacy.py)
+        return [f"{path}: tools do not load: {type(exc).__name__}: {message}"]
     finally:
         os.chdir(cwd)
     return []

@@ -1,6 +1,6 @@
-"""Run every command in README.md's ```bash blocks, in order, as written, on a checkout after the main job.
+"""Run every command in README.md's shell blocks (```bash or ```sh), in order, as written, on a checkout after the main job.
 
-    .venv/bin/python scripts/readme_commands.py            # .ci/run calls it after the main job
+    .venv/bin/python scripts/readme_commands.py --short    # .ci/run calls it after the main job
     .venv/bin/python scripts/readme_commands.py --dry-run  # list what would run and what is skipped, and why
 
 Each command runs through ``bash -c`` from the repo root, with ``.venv/bin`` first on PATH (so ``python``
@@ -8,7 +8,9 @@ is the venv's). Skipped, with the reason printed: the main job and the tests (``
 before) and the commands that train on a GPU. ``$README_ROLLOUT_ARGS`` (default empty) is appended to
 the rollout driver's commands, so CI can shorten them (``--limit 1`` wins over the README's
 ``--limit 4``: argparse keeps the last); the replay gets them too, since it must run with the
-recording run's settings (a shorter response_length ends trajectories earlier). A command fails the run when it exits non-zero or prints one
+recording run's settings (a shorter response_length ends trajectories earlier). ``--short`` appends each
+benchmark's ``SHORT_FORMS`` arguments (smaller workloads, the repo's sample problems instead of the
+dataset hub), so CI checks that the benchmarks run, not how fast. A command fails the run when it exits non-zero or prints one
 of ``FORBIDDEN`` (a false warning, verl's tool-schema dump, a traceback). Exit status: 0 if every
 command passed, 1 otherwise.
 """
@@ -29,7 +31,16 @@ SKIP = (
     (re.compile(r"^bash experiments/[\w-]+/run\.sh\b"), "trains with stock verl and vLLM: needs a GPU"),
     (re.compile(r"^pip install -e /path/to/"), "the verl-command example: installs the pack into a GPU machine"),
     (re.compile(r"^python -m verl\.trainer\.main_ppo\b"), "trains with stock verl and vLLM: needs a GPU"),
+    (re.compile(r"^pip install uv\b"), "installs SGLang's GPU stack into its own environment"),
+    (re.compile(r"--backend (sglang|vllm)\b"), "rolls out on verl's GPU engine: needs a GPU and that engine"),
 )
+SHORT_FORMS = {
+    "benchmarks.loop_overhead": "--traces 8 --synthetic 4 --repeats 1 --turn-passes 1 "
+    "--gsm8k experiments/gsm8k_code_verify/sample_problems.jsonl",
+    "benchmarks.tool_concurrency": "--trajectories 16 --rounds 2 --parallel-trajectories 4 --repeats 1",
+    "benchmarks.load": "--trajectories 50 --batches 1",
+}
+"""With ``--short``: arguments appended to each benchmark's README command (argparse keeps the last)."""
 FORBIDDEN = ("incorrect regex pattern", '"type": "function"', "Traceback (most recent call last)")
 ROLLOUT_RUN = re.compile(r"^python -m extensions\.rollout ")
 
@@ -37,7 +48,7 @@ ROLLOUT_RUN = re.compile(r"^python -m extensions\.rollout ")
 def readme_commands(text: str) -> list[str]:
     """The commands of the ```bash blocks, in order: continuation lines joined, comment-only lines left out."""
     commands: list[str] = []
-    for block in re.findall(r"^```bash\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
+    for block in re.findall(r"^```(?:bash|sh)\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
         pending = ""
         for line in block.splitlines():
             if not pending and (not line.strip() or line.lstrip().startswith("#")):
@@ -52,6 +63,16 @@ def readme_commands(text: str) -> list[str]:
 
 def skip_reason(command: str) -> str | None:
     return next((reason for pattern, reason in SKIP if pattern.search(command)), None)
+
+
+def short_form(command: str) -> str:
+    """``command`` with its benchmark's ``SHORT_FORMS`` arguments appended (other commands unchanged)."""
+    match = re.match(r"^python -m (benchmarks\.\w+)\b", command)
+    if not match or match.group(1) not in SHORT_FORMS:
+        return command
+    if "#" in command:
+        raise ValueError(f"cannot append arguments to a command with a comment: {command}")
+    return f"{command} {SHORT_FORMS[match.group(1)]}"
 
 
 def with_extra_args(command: str, extra: str) -> str:
@@ -77,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/readme_commands.py", description=__doc__.split("\n")[0])
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
     parser.add_argument("--dry-run", action="store_true", help="list the commands and skips; run nothing")
+    parser.add_argument("--short", action="store_true", help="run the benchmarks' short forms (SHORT_FORMS)")
     args = parser.parse_args(argv)
     extra = os.environ.get("README_ROLLOUT_ARGS", "").strip()
     failed = []
@@ -85,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         if reason:
             print(f"skip  {command}\n      ({reason})", flush=True)
             continue
-        command = with_extra_args(command, extra)
+        command = with_extra_args(short_form(command) if args.short else command, extra)
         print(f"run   {command}", flush=True)
         if args.dry_run:
             continue

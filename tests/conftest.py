@@ -7,10 +7,10 @@ from typing import Any
 
 import numpy as np
 import pytest
-from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
 from verl.protocol import DataProto
 
 from extensions.qwen_tokenizer import cached_qwen_model_dir
+from extensions.verl_compat import agent_loop_registry
 from extensions.rollout.data import batch_from_rows
 from extensions.testing.scripted_server import Reply, ScriptedServer
 from extensions.verl_config import build_agent_loop_worker, compose_verl_config
@@ -51,7 +51,7 @@ def tokenizer(worker: Any) -> Any:
 def register_loop(name: str, **settings: Any) -> str:
     """Register a LongWorkflowAgent entry as a YAML line would, with the test interactions."""
     settings.setdefault("interaction_config_path", str(FIXTURES / "interactions.yaml"))
-    _agent_loop_registry[name] = {"_target_": "extensions.custom_rollouts.LongWorkflowAgent", "name": name, **settings}
+    agent_loop_registry()[name] = {"_target_": "extensions.custom_rollouts.LongWorkflowAgent", "name": name, **settings}
     return name
 
 

@@ -27,7 +27,8 @@ def test_every_readme_command_is_run_or_skipped_for_a_stated_reason(rc: ModuleTy
     assert (
         skipped["bash scripts/main_job.sh"] == skipped["bash scripts/test.sh"] == ".ci/run runs it before this script"
     )
-    assert all(c.startswith("python -m extensions.") for c in run), run  # all CPU commands of the pack
+    assert all(c.startswith(("python -m extensions.", "python -m benchmarks.")) for c in run), run  # CPU only
+    assert sum(c.startswith("python -m benchmarks.") for c in run) == 3
     assert "python -m extensions.rollout experiments/gsm8k_code_verify --replay outputs/r/trajectories.jsonl" in run
     assert any(c.startswith("python -m extensions.rollout.view ") for c in run)
     assert any(rc.ROLLOUT_RUN.search(c) for c in run)
@@ -53,3 +54,22 @@ def test_a_command_fails_on_its_exit_status_or_a_false_warning(rc: ModuleType) -
     assert not ok and output.endswith("FAILED: printed 'incorrect regex pattern'\n")
     ok, output = rc.run("exit 3")
     assert not ok and output == "\nFAILED: exit 3\n"
+
+
+def test_sh_blocks_count_and_gpu_engines_are_skipped(rc: ModuleType) -> None:
+    text = "```sh\npip install uv && uv pip install x\npython -m extensions.rollout e --backend sglang\n```\n"
+    commands = rc.readme_commands(text)
+    assert len(commands) == 2
+    assert [rc.skip_reason(c) for c in commands] == [
+        "installs SGLang's GPU stack into its own environment",
+        "rolls out on verl's GPU engine: needs a GPU and that engine",
+    ]
+
+
+def test_short_forms_apply_to_benchmarks_only(rc: ModuleType) -> None:
+    assert rc.short_form("python -m benchmarks.load --out o.json") == (
+        "python -m benchmarks.load --out o.json --trajectories 50 --batches 1"
+    )
+    assert rc.short_form("python -m extensions.config_check") == "python -m extensions.config_check"
+    with pytest.raises(ValueError, match="with a comment"):
+        rc.short_form("python -m benchmarks.load  # note")

@@ -101,16 +101,17 @@ def trainer_config(model_dir: Path, prompt_length: int, response_length: int) ->
 
 def register_test_loops() -> None:
     """The two loop names of ``CASES``, with the test interactions and the pack's strict hermes parser."""
-    from verl.experimental.agent_loop.agent_loop import _agent_loop_registry
+    from extensions.verl_compat import agent_loop_registry
 
+    registry = agent_loop_registry()
     interactions = str(FIXTURES / "interactions.yaml")
-    _agent_loop_registry["lw_test"] = {
+    registry["lw_test"] = {
         "_target_": "extensions.custom_rollouts.LongWorkflowAgent",
         "name": "lw_test",
         "tool_parser": "hermes_strict",
         "interaction_config_path": interactions,
     }
-    _agent_loop_registry["lw_list"] = {
+    registry["lw_list"] = {
         "_target_": "tests.trainer_harness.ListOutputLoop",
         "name": "lw_list",
         "interaction_config_path": interactions,

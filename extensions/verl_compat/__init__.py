@@ -66,7 +66,10 @@ from extensions.verl_compat.registries import (  # noqa: E402
     accept_mcp_tool_yaml,
     agent_loop_registry,
     cache_prefix_renders,
+    capture_performance_metrics,
     install_interaction_alias,
+    required_tool_name,
+    rollout_replica_registry,
     tool_parser_registry,
 )
 from extensions.verl_compat.reliances import RELIANCES, Reliance, broken_reliances  # noqa: E402

@@ -25,6 +25,34 @@ def tool_parser_registry() -> dict[str, type]:
     return ToolParser._registry
 
 
+def rollout_replica_registry() -> dict[str, Any]:
+    """verl's engine name -> replica loader table (replica.py ``RolloutReplicaRegistry._registry``)."""
+    from verl.workers.rollout.replica import RolloutReplicaRegistry
+
+    return RolloutReplicaRegistry._registry
+
+
+def required_tool_name(message: dict[str, Any], index: int, messages: list[Any], tool_calls: list[Any]) -> Any:
+    """The tool name verl's Continuous Token builder gives a tool message (``_resolve_required_tool_name``)."""
+    from verl.utils.tokenizer import continuous_token
+
+    return continuous_token._resolve_required_tool_name(message, index, messages, tool_calls)
+
+
+def capture_performance_metrics(callback: Any) -> None:
+    """Call ``callback(metrics)`` with each batch's per-trajectory metrics before verl reduces them
+    (wraps ``AgentLoopManager._performance_metrics``; scripts/gpu/rollout_throughput.py)."""
+    from verl.experimental.agent_loop import AgentLoopManager
+
+    original = AgentLoopManager._performance_metrics
+
+    def wrapped(self: Any, metrics: Any, output: Any) -> Any:
+        callback(metrics)
+        return original(self, metrics, output)
+
+    AgentLoopManager._performance_metrics = wrapped
+
+
 def install_interaction_alias() -> None:
     """Let verl 0.7 interaction classes (``from verl.interactions.base import BaseInteraction``) import."""
     if "verl.interactions.base" in sys.modules:

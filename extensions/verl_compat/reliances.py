@@ -9,7 +9,12 @@ from typing import Any
 
 import verl
 
-from extensions.verl_compat.registries import SYNTHETIC_SYSTEM, agent_loop_registry, tool_parser_registry
+from extensions.verl_compat.registries import (
+    SYNTHETIC_SYSTEM,
+    agent_loop_registry,
+    rollout_replica_registry,
+    tool_parser_registry,
+)
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,21 @@ def _check_registries() -> None:
 
     assert isinstance(tool_parser_registry(), dict), "ToolParser._registry is not a dict"
     assert _params(ToolParser.get_tool_parser)[:2] == ["name", "tokenizer"], "ToolParser.get_tool_parser changed"
+
+
+def _check_engines_and_metrics() -> None:
+    from verl.experimental.agent_loop import AgentLoopManager
+
+    assert {"vllm", "sglang"} <= set(rollout_replica_registry()), "RolloutReplicaRegistry._registry changed"
+    params = _params(AgentLoopManager._performance_metrics)
+    assert params == ["self", "metrics", "output"], f"AgentLoopManager._performance_metrics changed: {params}"
+
+
+def _check_tool_name_resolution() -> None:
+    from verl.utils.tokenizer import continuous_token as ct
+
+    params = _params(ct._resolve_required_tool_name)
+    assert len(params) == 4, f"_resolve_required_tool_name changed: {params}"
 
 
 def _check_no_interactions_package() -> None:
@@ -163,8 +183,20 @@ RELIANCES: list[Reliance] = [
         _check_registries,
     ),
     Reliance(
+        "engine registry and rollout metrics",
+        "workers/rollout/replica.py, experimental/agent_loop/agent_loop.py",
+        "the driver's --backend vllm/sglang names verl's engines; the GPU throughput script keeps per-trajectory metrics",
+        _check_engines_and_metrics,
+    ),
+    Reliance(
+        "tool message names",
+        "utils/tokenizer/continuous_token.py",
+        "the parsers' call ids must let verl's Continuous Token builder name each tool message (tests)",
+        _check_tool_name_resolution,
+    ),
+    Reliance(
         "interactions alias",
-        "(removed upstream in PR #6074)",
+        "interactions/base.py (verl <= 0.7; removed upstream in PR #6074)",
         "verl 0.7 interaction classes import verl.interactions.base, which the pack provides",
         _check_no_interactions_package,
     ),

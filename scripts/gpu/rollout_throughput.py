@@ -79,15 +79,9 @@ CAPTURED: list[list[list[dict[str, Any]]]] = []
 
 def capture_per_trajectory_metrics() -> None:
     """Keep each call's per-trajectory metrics (verl reduces them to min/mean/max)."""
-    from verl.experimental.agent_loop import AgentLoopManager
+    from extensions.verl_compat import capture_performance_metrics
 
-    original = AgentLoopManager._performance_metrics
-
-    def wrapped(self: Any, metrics: Any, output: Any) -> Any:
-        CAPTURED.append(metrics)
-        return original(self, metrics, output)
-
-    AgentLoopManager._performance_metrics = wrapped
+    capture_performance_metrics(CAPTURED.append)
 
 
 def _f(value: Any) -> Any:

@@ -7,25 +7,25 @@ from typing import Any
 
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 from verl.experimental.agent_loop.tool_parser import HermesToolParser, ToolParser
-from verl.utils.tokenizer.continuous_token import _resolve_required_tool_name
 
 import extensions.parsers
 from extensions.parsers import DetailedToolParser, register_parsers
+from extensions.verl_compat import required_tool_name, tool_parser_registry
 
 NAMES = ["json", "react", "auto", "hermes_strict"]
 
 
 def test_importing_the_package_registers_every_parser() -> None:
     for name in NAMES:
-        assert ToolParser._registry[name] is extensions.parsers.PARSERS[name]
+        assert tool_parser_registry()[name] is extensions.parsers.PARSERS[name]
 
 
 def test_register_parsers_is_idempotent_and_leaves_verl_parsers_alone() -> None:
-    before = dict(ToolParser._registry)
+    before = dict(tool_parser_registry())
     assert register_parsers() == NAMES
     assert register_parsers() == NAMES
-    assert ToolParser._registry == before
-    assert ToolParser._registry["hermes"] is HermesToolParser
+    assert tool_parser_registry() == before
+    assert tool_parser_registry()["hermes"] is HermesToolParser
 
 
 def test_decode_drops_control_tokens_and_keeps_markup(qwen_tokenizer: Any) -> None:
@@ -56,7 +56,7 @@ async def test_call_ids_fit_verls_assistant_message_and_chat_template(parse_resp
         {"role": "tool", "content": "12:00", "tool_call_id": "call_1"},
         {"role": "tool", "tool_call_id": "call_0"},
     ]
-    names = [_resolve_required_tool_name(m, i, replies, [assistant]) for i, m in enumerate(replies)]
+    names = [required_tool_name(m, i, replies, [assistant]) for i, m in enumerate(replies)]
     assert names == ["get_time", "get_weather"]
     tool_messages = [
         {"role": "tool", "content": "sunny", "tool_call_id": "call_0"},

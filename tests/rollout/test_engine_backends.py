@@ -13,10 +13,10 @@ import json
 from pathlib import Path
 
 import pytest
-from verl.workers.rollout.replica import RolloutReplicaRegistry
 
 from extensions.data.gsm8k import main as prepare_main
 from extensions.rollout import backends, cli
+from extensions.verl_compat import rollout_replica_registry
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = str(ROOT / "experiments" / "gsm8k_code_verify")
@@ -73,7 +73,7 @@ def test_set_engine_points_verl_rollout_at_the_engine_with_real_weights(engine: 
     backends.set_engine(config, engine)
     rollout = config.actor_rollout_ref.rollout
     assert (rollout.name, rollout.load_format, rollout.nnodes) == (engine, "auto", 1)
-    assert engine in RolloutReplicaRegistry._registry  # verl builds SGLangReplica / vLLMReplica from it
+    assert engine in rollout_replica_registry()  # verl builds SGLangReplica / vLLMReplica from it
 
 
 def test_unknown_backend_names_the_choices() -> None:

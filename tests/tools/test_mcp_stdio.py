@@ -173,14 +173,15 @@ def test_load_time_errors_name_the_file_and_key(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as missing_tool:
         load(tool_yaml(tmp_path / "a.yaml", servers, "nope"))
     assert str(missing_tool.value) == (
-        f"{servers}: MCP server 'faults' ({servers}) has no tool 'nope' (config.tool); its tools: "
+        f"{tmp_path / 'a.yaml'}: {servers}: MCP server 'faults' ({servers}) has no tool 'nope' (config.tool); its tools: "
         "'count', 'crash', 'echo', 'picture', 'pid', 'sleep'"
     )
     broken = servers_json(tmp_path / "broken.json", gone={"command": str(tmp_path / "no-such-server")})
     with pytest.raises(ConfigError) as no_start:
         load(tool_yaml(tmp_path / "b.yaml", broken, "echo"))
-    assert str(no_start.value).startswith(f"MCP server 'gone' ({broken}) failed to start: FileNotFoundError")
+    assert str(no_start.value).startswith(f"{tmp_path / 'b.yaml'}: MCP server 'gone' ({broken}) failed to start: ")
+    assert "FileNotFoundError" in str(no_start.value)
     assert str(no_start.value).endswith("(needed to read its tool list)")
     with pytest.raises(ConfigError) as bad_key:
         load(tool_yaml(tmp_path / "c.yaml", servers, "echo", lifecycel="worker"))
-    assert "'lifecycel' is not a config key" in str(bad_key.value)
+    assert str(bad_key.value).startswith(f"{tmp_path / 'c.yaml'}: tool 'echo' config: 'lifecycel' is not a config key")

@@ -139,8 +139,19 @@ def load_expanding_mcp(original: Callable[[str], list], tools_config_file: str) 
     """Load a tool YAML with verl's ``original`` loader, first expanding ``config.type: mcp`` entries.
 
     Files without such entries go to verl untouched. ``extensions.verl_compat.accept_mcp_tool_yaml``
-    routes verl's loader through this.
+    routes verl's loader through this. A ``ConfigError`` from a tool's config (the pack's tools, MCP
+    included) is raised again with the tool YAML's path in front, since verl's loader does not say
+    which file it was reading.
     """
+    try:
+        return _load_expanding_mcp(original, tools_config_file)
+    except ConfigError as exc:
+        if str(tools_config_file) in str(exc):
+            raise
+        raise ConfigError(f"{tools_config_file}: {exc}") from None
+
+
+def _load_expanding_mcp(original: Callable[[str], list], tools_config_file: str) -> list:
     import yaml
 
     if not has_mcp_entries(str(tools_config_file)):
