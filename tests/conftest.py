@@ -10,9 +10,9 @@ import pytest
 from verl.protocol import DataProto
 
 from extensions.qwen_tokenizer import cached_qwen_model_dir
-from extensions.verl_compat import agent_loop_registry
 from extensions.rollout.data import batch_from_rows
 from extensions.testing.scripted_server import Reply, ScriptedServer
+from extensions.verl_compat import agent_loop_registry
 from extensions.verl_config import build_agent_loop_worker, compose_verl_config
 
 ROOT = Path(__file__).resolve().parents[1]

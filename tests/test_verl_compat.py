@@ -173,15 +173,20 @@ def test_no_private_verl_name_is_read_outside_the_seam():
 
     def reads_private_verl_names(tree: ast.AST) -> bool:
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("verl"):
-                if any(alias.name.startswith("_") for alias in node.names):
-                    return True
+            if (
+                isinstance(node, ast.ImportFrom)
+                and (node.module or "").startswith("verl")
+                and any(alias.name.startswith("_") for alias in node.names)
+            ):
+                return True
             name = getattr(node, "attr", None) or getattr(node, "id", None) or getattr(node, "name", None)
             if name in VERL_PRIVATE_NAMES:
                 return True
         return False
 
-    assert reads_private_verl_names(ast.parse("from verl.experimental.agent_loop.agent_loop import _agent_loop_registry"))
+    assert reads_private_verl_names(
+        ast.parse("from verl.experimental.agent_loop.agent_loop import _agent_loop_registry")
+    )
     assert reads_private_verl_names(ast.parse("names = ToolParser._registry"))
     assert not reads_private_verl_names(ast.parse('"""mentions ToolParser._registry in prose"""'))
     root = Path(verl_compat.__file__).parents[2]
