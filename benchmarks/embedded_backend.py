@@ -20,8 +20,8 @@ Parts (results merge into ``--out``, default ``docs/benchmarks/embedded_backend.
    the turn index between sampled turns (their cost is linear in the context). Per-turn seconds and turn 15 /
    turn 1.
 
-Servers: ``plain`` = ``model.generate`` one request at a time (no batching, no reuse); ``before`` = main's
-``HFServer`` (``git show main:extensions/backends/hf_server.py``; falls back to ``prefix_cache_bytes=0``);
+Servers: ``plain`` = ``model.generate`` one request at a time (no batching, no reuse); ``before`` =
+``HFServer(prefix_cache_bytes=0)`` (every prompt prefilled in full, as before prefix reuse landed);
 ``after`` = this ``HFServer`` (prefix KV reuse on). Tables: ``docs/benchmarks/embedded_backend.md``.
 """
 
@@ -29,12 +29,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib.util
 import json
 import os
-import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -81,29 +77,11 @@ class PlainGenerate:
         pass
 
 
-def main_hf_server_class() -> tuple[type, str]:
-    """HFServer as on branch main (the code before prefix reuse), imported from ``git show``."""
-    try:
-        source = subprocess.run(
-            ["git", "show", "main:extensions/backends/hf_server.py"], capture_output=True, text=True, check=True
-        ).stdout
-    except (OSError, subprocess.CalledProcessError):
-        return HFServer, "this HFServer with prefix_cache_bytes=0 (git show main:... failed)"
-    path = Path(tempfile.mkdtemp()) / "hf_server_main.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location("hf_server_main", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["hf_server_main"] = module
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.HFServer, "main:extensions/backends/hf_server.py"
-
-
 def make_server(name: str, model: Any) -> tuple[Any, str]:
     if name == "after":
         return HFServer(model), "HFServer (prefix KV reuse, 1 GiB)"
-    if name == "before":
-        cls, origin = main_hf_server_class()
-        return (cls(model) if cls is not HFServer else HFServer(model, prefix_cache_bytes=0)), origin
+    if name == "before":  # main's HFServer before prefix reuse (f7e62c2) prefilled every prompt in full, like this
+        return HFServer(model, prefix_cache_bytes=0), "HFServer with prefix reuse off (prefix_cache_bytes=0)"
     probe = HFServer(model, prefix_cache_bytes=0)
     probe.close()
     return PlainGenerate(model, probe.eos_ids, probe.pad_id), "model.generate, one request at a time"

@@ -8,6 +8,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 LIMIT=${LIMIT:-4}
+# Every core for torch here (the library's default leaves one for the event loop and tools): on a quiet
+# 2-core machine two threads made the rollout 1.74x faster, token-identical (docs/benchmarks/embedded_backend.md).
+# On a machine shared with other jobs, LONGFLOW_HF_THREADS=1 is the safer choice.
+export LONGFLOW_HF_THREADS=${LONGFLOW_HF_THREADS:-$(nproc)}
 RESPONSE_LENGTH=${RESPONSE_LENGTH:-1536}
 .venv/bin/python -m extensions.data.gsm8k --input experiments/gsm8k_code_verify/sample_problems.jsonl \
   --output-dir outputs/data/main_job --agent-name long_workflow --interaction code_verify

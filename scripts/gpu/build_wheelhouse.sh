@@ -158,7 +158,7 @@ if has sglang; then
         "($(du -sh --apparent-size "$SGL/wheels" | cut -f1))"
 fi
 n_lock=$(cat "$OUT"/requirements-gpu.lock "$SGL"/requirements-sglang.lock 2>/dev/null | grep -c . || true)
-n_whl=$(ls "$OUT"/wheels "$SGL"/wheels 2>/dev/null | grep -c '\.whl$')
+n_whl=$(ls "$OUT"/wheels "$SGL"/wheels 2>/dev/null | grep -c '\.whl$' || true)  # no sglang house: ls fails
 
 log "5. tar + split the wheelhouse(s)"
 rm -f "$OUT"/parts/wheels.tar.part-* "$OUT"/parts/sglang-wheels.tar.part-* "$OUT"/parts/*.sha256

@@ -1,0 +1,95 @@
+"""Per-step CSV and PNG plots of verl training runs, from verl's file logger (``metrics.jsonl``).
+
+    python scripts/plot_training.py docs/results/gsm8k-learn-v1-h100 grpo turn_grpo
+
+For each run ``RESULTS/RUN/metrics.jsonl`` (written by ``VERL_FILE_LOGGER_PATH``; ``scripts/gpu/train_bg.sh``
+sets it) this writes ``RESULTS/RUN/steps.csv`` (one row per step, the columns below) and, over all runs,
+``RESULTS/training.png`` (training score, held-out accuracy, turns and tool use per step). Needs matplotlib
+(``pip install -e '.[plots]'``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from pathlib import Path
+
+VAL_ACC = "val-core/longflow/gsm8k/acc/mean@1"
+COLUMNS = {
+    "score": "critic/score/mean",
+    "val_acc": VAL_ACC,
+    "response_length": "response_length/mean",
+    "num_turns": "num_turns/mean",
+    "assistant_turns": "longflow/assistant_turns/mean",
+    "tool_calls": "longflow/tool_calls/mean",
+    "tool_errors": "longflow/tool_errors/mean",
+    "malformed_calls": "longflow/malformed_calls/mean",
+    "user_turns": "longflow/user_turns/mean",
+    "interaction_done": "longflow/termination/interaction_done",
+    "response_budget": "longflow/termination/response_budget",
+    "entropy": "actor/entropy",
+    "step_s": "timing_s/step",
+    "gen_s": "timing_s/gen",
+}
+
+
+def read_steps(path: Path) -> list[dict[str, float | None]]:
+    """One dict per step (``COLUMNS`` keys, None where the step has no such metric)."""
+    steps: dict[int, dict[str, float]] = {}
+    for line in path.read_text().splitlines():
+        row = json.loads(line)
+        steps.setdefault(int(row["step"]), {}).update(row["data"])
+    return [{"step": s, **{c: steps[s].get(k) for c, k in COLUMNS.items()}} for s in sorted(steps)]
+
+
+def write_csv(rows: list[dict[str, float | None]], path: Path) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=["step", *COLUMNS])
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def plot(runs: dict[str, list[dict[str, float | None]]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [
+        ("score", "training score (mean of 128 trajectories)"),
+        ("val_acc", "held-out accuracy (256 GSM8K test problems, greedy)"),
+        ("tool_calls", "tool calls per trajectory"),
+        ("assistant_turns", "assistant turns per trajectory"),
+    ]
+    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    for ax, (column, title) in zip(axes.flat, panels, strict=True):
+        for name, rows in runs.items():
+            points = [(r["step"], r[column]) for r in rows if r[column] is not None]
+            ax.plot(*zip(*points, strict=True), marker="o", label=name)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step")
+        ax.grid(alpha=0.3)
+    axes.flat[0].legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__)
+        return 2
+    results, names = Path(argv[0]), argv[1:]
+    runs = {}
+    for name in names:
+        rows = read_steps(results / name / "metrics.jsonl")
+        write_csv(rows, results / name / "steps.csv")
+        runs[name] = rows
+        print(f"{name}: {len(rows)} steps -> {results / name / 'steps.csv'}")
+    plot(runs, results / "training.png")
+    print(f"wrote {results / 'training.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

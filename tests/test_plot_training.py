@@ -1,0 +1,49 @@
+"""scripts/plot_training.py: per-step rows from verl's file logger (the CSV half; the PNG needs matplotlib)."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def load() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("plot_training", ROOT / "scripts" / "plot_training.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_steps_merge_lines_of_one_step_and_leave_missing_metrics_empty(tmp_path: Path) -> None:
+    pt = load()
+    lines = [
+        {"step": 0, "data": {pt.VAL_ACC: 0.25}},
+        {"step": 1, "data": {"critic/score/mean": 0.5, "longflow/tool_calls/mean": 1.5}},
+        {"step": 1, "data": {"timing_s/step": 60.0}},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rows = pt.read_steps(tmp_path / "metrics.jsonl")
+    assert [(r["step"], r["val_acc"], r["score"], r["tool_calls"], r["step_s"]) for r in rows] == [
+        (0, 0.25, None, None, None),
+        (1, None, 0.5, 1.5, 60.0),
+    ]
+    pt.write_csv(rows, tmp_path / "steps.csv")
+    with (tmp_path / "steps.csv").open() as f:
+        table = list(csv.DictReader(f))
+    assert table[1]["score"] == "0.5" and table[0]["score"] == "" and list(table[0])[:3] == ["step", "score", "val_acc"]
+
+
+def test_the_committed_runs_csv_matches_their_metrics() -> None:
+    pt = load()
+    results = ROOT / "docs" / "results" / "gsm8k-learn-v1-h100"
+    for run in ("grpo", "turn_grpo"):
+        rows = pt.read_steps(results / run / "metrics.jsonl")
+        with (results / run / "steps.csv").open() as f:
+            table = list(csv.DictReader(f))
+        assert [float(r["val_acc"]) for r in table if r["val_acc"]] == [r["val_acc"] for r in rows if r["val_acc"]]
+        assert len(table) == 13 and float(table[-1]["val_acc"]) == 0.2734375
