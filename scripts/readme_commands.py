@@ -30,7 +30,7 @@ SKIP = (
     (re.compile(r"^bash scripts/(main_job|test)\.sh\b"), ".ci/run runs it before this script"),
     (re.compile(r"^bash experiments/[\w-]+/run\.sh\b"), "trains with stock verl and vLLM: needs a GPU"),
     (re.compile(r"^pip install -e /path/to/"), "the verl-command example: installs the pack into a GPU machine"),
-    (re.compile(r"^python -m verl\.trainer\.main_ppo\b"), "trains with stock verl and vLLM: needs a GPU"),
+    (re.compile(r"^python -m verl\.trainer\.main_ppo\b"), "trains with stock verl on vLLM or SGLang: needs a GPU"),
     (re.compile(r"^pip install uv\b"), "installs SGLang's GPU stack into its own environment"),
     (re.compile(r"--backend (sglang|vllm)\b"), "rolls out on verl's GPU engine: needs a GPU and that engine"),
 )
@@ -46,7 +46,7 @@ ROLLOUT_RUN = re.compile(r"^python -m extensions\.rollout ")
 
 
 def readme_commands(text: str) -> list[str]:
-    """The commands of the ```bash blocks, in order: continuation lines joined, comment-only lines left out."""
+    """The commands of the ```bash and ```sh blocks, in order: continuation lines joined, comment-only lines left out."""
     commands: list[str] = []
     for block in re.findall(r"^```(?:bash|sh)\n(.*?)^```", text, flags=re.DOTALL | re.MULTILINE):
         pending = ""

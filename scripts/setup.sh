@@ -8,9 +8,10 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 stamp=.venv/.longflow-setup
 want="$(sha256sum pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && .venv/bin/python -c "import extensions, verl" 2>/dev/null; then
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && .venv/bin/python -I -c "import extensions, verl, importlib.metadata as m; m.version('verl-longflow')" 2>/dev/null; then
   exit 0
 fi
+rm -f "$stamp"  # written again only after every install below succeeded
 .venv/bin/python -m pip install -q --upgrade pip
 # CPU build of torch first, so verl's torch requirement does not pull the CUDA wheels.
 .venv/bin/python -m pip install -q "torch==2.13.0"

@@ -15,7 +15,7 @@ atomic renames so concurrent runs never see a half-written file:
 3. dequantize once with transformers into a float32 safetensors model directory, restoring Qwen2.5's
    22 added tokens (ids 151643-151664; the GGUF's converted tokenizer registers only 3), eos
    ``<|im_end|>``, pad ``<|endoftext|>`` and the Qwen2.5 chat template; 4. check the tokenizer encodes
-   like ``extensions.qwen_tokenizer.build_qwen_tokenizer()``.
+   like ``extensions.qwen_tokenizer.build_qwen_tokenizer(qwen3_tokens=False)``.
 """
 
 from __future__ import annotations
@@ -194,7 +194,7 @@ def check_tokenizer(tokenizer: Any) -> None:
         got, want = tokenizer.encode(text, add_special_tokens=False), reference.encode(text, add_special_tokens=False)
         if got != want:
             raise EmbeddedModelError(
-                f"converted tokenizer differs from build_qwen_tokenizer() on {text!r}: {got} != {want}"
+                f"converted tokenizer differs from build_qwen_tokenizer(qwen3_tokens=False) on {text!r}: {got} != {want}"
             )
     if (tokenizer.eos_token_id, tokenizer.pad_token_id) != (FIRST_SPECIAL_ID + 2, FIRST_SPECIAL_ID):
         raise EmbeddedModelError(f"eos/pad ids are {tokenizer.eos_token_id}/{tokenizer.pad_token_id}")

@@ -39,6 +39,14 @@ def required_tool_name(message: dict[str, Any], index: int, messages: list[Any],
     return continuous_token._resolve_required_tool_name(message, index, messages, tool_calls)
 
 
+def build_assistant_message(loop: Any, content: str, agent_data: Any) -> dict[str, Any]:
+    """The assistant message (with ``tool_calls`` and their ids) ToolAgentLoop appends after a reply
+    (``ToolAgentLoop._build_assistant_message``; reliance "ToolAgentLoop handlers and AgentData")."""
+    from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
+
+    return ToolAgentLoop._build_assistant_message(loop, content, agent_data)
+
+
 def capture_performance_metrics(callback: Any) -> None:
     """Call ``callback(metrics)`` with each batch's per-trajectory metrics before verl reduces them
     (wraps ``AgentLoopManager._performance_metrics``; scripts/gpu/rollout_throughput.py)."""

@@ -18,7 +18,7 @@ from extensions.data.sources import GSM8K_DIR_ENV, default_gsm8k_source
 ROOT = Path(__file__).resolve().parents[2]
 # Where a local path of ours may appear: CI setting LONGFLOW_GSM8K_DIR, and logs/figures recorded as they were.
 ALLOWED = ("scripts/test.sh", ".ci/run", "docs/results/")
-RECORDED = ("docs/benchmarks/", (".json", ".txt"))  # benchmark outputs: the arguments they ran with, raw logs
+RECORDED = ("docs/benchmarks/", (".json", ".txt", ".log"))  # benchmark outputs: the arguments they ran with, raw logs
 
 
 def test_default_source_is_the_env_dir_else_the_public_dataset(monkeypatch: pytest.MonkeyPatch) -> None:

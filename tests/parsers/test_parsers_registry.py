@@ -5,12 +5,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
-from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 from verl.experimental.agent_loop.tool_parser import HermesToolParser, ToolParser
 
 import extensions.parsers
 from extensions.parsers import DetailedToolParser, register_parsers
-from extensions.verl_compat import required_tool_name, tool_parser_registry
+from extensions.verl_compat import build_assistant_message, required_tool_name, tool_parser_registry
 
 NAMES = ["json", "react", "auto", "hermes_strict"]
 
@@ -46,7 +45,7 @@ async def test_call_ids_fit_verls_assistant_message_and_chat_template(parse_resp
     )
     result = await parse_response("hermes_strict", text)
     loop = SimpleNamespace(max_parallel_calls=8)
-    assistant = ToolAgentLoop._build_assistant_message(loop, result.content, SimpleNamespace(tool_calls=result.calls))
+    assistant = build_assistant_message(loop, result.content, SimpleNamespace(tool_calls=result.calls))
     assert [(call["id"], call["function"]["name"]) for call in assistant["tool_calls"]] == [
         ("call_0", "get_weather"),
         ("call_1", "get_time"),

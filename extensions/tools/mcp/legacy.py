@@ -146,9 +146,9 @@ def load_expanding_mcp(original: Callable[[str], list], tools_config_file: str) 
     try:
         return _load_expanding_mcp(original, tools_config_file)
     except ConfigError as exc:
-        if str(tools_config_file) in str(exc):
-            raise
-        raise ConfigError(f"{tools_config_file}: {exc}") from None
+        if not str(exc).startswith(f"{tools_config_file}:"):
+            exc.args = (f"{tools_config_file}: {exc}", *exc.args[1:])
+        raise
 
 
 def _load_expanding_mcp(original: Callable[[str], list], tools_config_file: str) -> list:
