@@ -70,17 +70,19 @@ def short_form(command: str) -> str:
     match = re.match(r"^python -m (benchmarks\.\w+)\b", command)
     if not match or match.group(1) not in SHORT_FORMS:
         return command
-    if "#" in command:
-        raise ValueError(f"cannot append arguments to a command with a comment: {command}")
-    return f"{command} {SHORT_FORMS[match.group(1)]}"
+    return append_args(command, SHORT_FORMS[match.group(1)])
 
 
 def with_extra_args(command: str, extra: str) -> str:
     if not extra or not ROLLOUT_RUN.search(command):
         return command
+    return append_args(command, extra)
+
+
+def append_args(command: str, args: str) -> str:
     if "#" in command:
         raise ValueError(f"cannot append arguments to a command with a comment: {command}")
-    return f"{command} {extra}"
+    return f"{command} {args}"
 
 
 def run(command: str) -> tuple[bool, str]:

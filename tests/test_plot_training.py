@@ -3,20 +3,15 @@
 from __future__ import annotations
 
 import csv
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.scripts import ROOT, load_script
 
 
 def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("plot_training", ROOT / "scripts" / "plot_training.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("plot_training")
 
 
 def test_steps_merge_lines_of_one_step_and_leave_missing_metrics_empty(tmp_path: Path) -> None:

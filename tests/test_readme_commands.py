@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.scripts import ROOT, load_script
 
 
 @pytest.fixture(scope="module")
 def rc() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("readme_commands", ROOT / "scripts" / "readme_commands.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("readme_commands")
 
 
 def test_every_readme_command_is_run_or_skipped_for_a_stated_reason(rc: ModuleType) -> None:
