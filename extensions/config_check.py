@@ -163,7 +163,49 @@ def check_composed(cfg: DictConfig, where: str) -> list[str]:
         check_estimator_name(cfg.algorithm.adv_estimator)
     except ConfigError as exc:
         problems.append(f"{where}: {exc}")
-    return problems + check_reward(cfg, where)
+    return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
+
+
+def check_validation_oracles(cfg: DictConfig, where: str) -> list[str]:
+    """Held-out accuracy never has an oracle in the loop: validation offers no tool that knows the answer.
+
+    A tool class that knows the answer says so (``knows_answer = True``, e.g. ``check_answer``). The
+    default loop offers its ``tool_selection``, or every tool of the tool config when it has none.
+    """
+    trainer = cfg.get("trainer") or {}
+    validates = bool(trainer.get("val_before_train")) or int(trainer.get("test_freq") or -1) > 0
+    path = cfg.actor_rollout_ref.rollout.multi_turn.tool_config_path
+    file = resolve(str(path)) if validates and path else None
+    if file is None:
+        return []
+    try:
+        entries = (yaml.safe_load(file.read_text()) or {}).get("tools") or []
+    except (yaml.YAMLError, AttributeError):
+        return []  # check_tools reports an unreadable tool file
+    loop = cfg.actor_rollout_ref.rollout.agent.default_agent_loop
+    selection = (agent_loop_entries(cfg).get(loop) or {}).get("tool_selection")
+    problems = []
+    for entry in entries:
+        name = _oracle_tool_name(entry)
+        if name is not None and (selection is None or name in selection):
+            problems.append(
+                f"{where}: validation (trainer.val_before_train / trainer.test_freq) would offer the tool {name!r} "
+                f"of {path}, which knows the answer: held-out accuracy must not have an oracle in the loop. Give "
+                f"the agent loop {loop!r} a tool_selection without it, or validate with a tool config without it"
+            )
+    return problems
+
+
+def _oracle_tool_name(entry: Any) -> str | None:
+    """The tool's name if its class knows the answer (``knows_answer``), else None."""
+    module, _, attr = str((entry or {}).get("class_name") or "").rpartition(".")
+    try:
+        cls = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError, ValueError):
+        return None  # check_tools reports it
+    if not getattr(cls, "knows_answer", False):
+        return None
+    return cls(config=dict(entry.get("config") or {}), tool_schema=None).name
 
 
 def agent_loop_names(cfg: DictConfig) -> set[str]:

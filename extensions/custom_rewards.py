@@ -16,6 +16,7 @@ the reward; every key lands in ``reward_extra_info``, which verl stacks with ``n
 across samples, so all samples return the same keys (``REWARD_KEYS``), all floats.
 
     score = w_outcome * outcome + w_turn * mean(turn_scores) + w_tool * mean(tool_rewards)
+            + min(w_exec * num_successful_calls, exec_bonus_cap)
             - w_format * num_malformed_tool_calls - termination_penalty
 
 An empty list's mean is 0; a trajectory whose termination reason is ``error`` has outcome 0.
@@ -44,6 +45,10 @@ REWARD_KEYS = (
     "num_malformed_tool_calls",
     "num_tool_calls",
     "format_penalty",
+    "exec_bonus",
+    "num_executed_calls",
+    "num_successful_calls",
+    "num_invented_outputs",
     "termination_penalty",
     "is_error",
     "is_response_budget",
@@ -80,11 +85,13 @@ def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: R
     turn_mean = _mean(pieces.turn_scores)
     tool_mean = _mean(pieces.tool_rewards)
     format_penalty = settings.w_format * pieces.num_malformed_tool_calls
+    exec_bonus = min(settings.w_exec * pieces.num_successful_calls, settings.exec_bonus_cap)
     termination_penalty = {"error": settings.error_penalty, "response_budget": settings.budget_penalty}.get(reason, 0.0)
     score = (
         settings.w_outcome * outcome
         + settings.w_turn * turn_mean
         + settings.w_tool * tool_mean
+        + exec_bonus
         - format_penalty
         - termination_penalty
     )
@@ -100,6 +107,10 @@ def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: R
         "num_malformed_tool_calls": float(pieces.num_malformed_tool_calls),
         "num_tool_calls": float(pieces.num_tool_calls),
         "format_penalty": float(format_penalty),
+        "exec_bonus": float(exec_bonus),
+        "num_executed_calls": float(pieces.num_executed_calls),
+        "num_successful_calls": float(pieces.num_successful_calls),
+        "num_invented_outputs": float(pieces.num_invented_outputs),
         "termination_penalty": float(termination_penalty),
         "is_error": float(reason == "error"),
         "is_response_budget": float(reason == "response_budget"),

@@ -29,7 +29,17 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.profiler import simple_timer
 from verl.utils.rollout_trace import rollout_trace_op
 
-from extensions.context_budget import append_context, cache_prefix_renders, fits, room_left
+from extensions.code_fence import STOP_STRINGS, invented_outputs, output_block, trailing_call
+from extensions.code_fence_loop import (
+    append_tokens,
+    calls_over_cap,
+    code_fence_settings,
+    end_token_ids,
+    inline_calls_left,
+    record_inline_call,
+    run_block,
+)
+from extensions.context_budget import append_context, cache_prefix_renders, fits, room_left, truncate_to_tokens
 from extensions.episode import (
     Episode,
     Phase,
@@ -85,6 +95,10 @@ class LongWorkflowAgent(ToolAgentLoop):
             )
         if s.tool_parser:
             self.tool_parser, self.tool_parser_name = self._parser(s.tool_parser), s.tool_parser
+        self.fence = code_fence_settings(s, self.tool_parser_name, name, self.tools)
+        if self.fence is not None:
+            self.tool_parser.configure(self.fence)
+        self.end_ids = end_token_ids(self.tokenizer)
         self.think_ids = think_token_ids(self.tokenizer)
         if self.think_ids is None and not s.thinking_in_loss:
             raise ConfigError(
@@ -154,10 +168,11 @@ class LongWorkflowAgent(ToolAgentLoop):
     async def _handle_pending_state(self, data: Episode, sampling_params: dict[str, Any]) -> Phase:
         """Replaces ``ToolAgentLoop._handle_pending_state``: build the prompt tokens.
 
-        Differs: the schemas are the session's tools'; a prompt over ``prompt_length`` ends the
+        Differs: the schemas are the session's tools' (minus a code-fence tool); a prompt over ``prompt_length`` ends the
         trajectory as ``prompt_too_long`` (verl sends it to the server anyway).
         """
-        data.schemas = tool_schemas(data.tool_session.tools)
+        hidden = {self.fence.tool} if self.fence else set()  # the system prompt describes the fence instead
+        data.schemas = tool_schemas({k: t for k, t in data.tool_session.tools.items() if k not in hidden})
         builder = self.continuous_token_builder
         prompt_ids = await self.loop.run_in_executor(
             None, lambda: builder.build_initial_tokens(data.messages, tools=data.schemas)
@@ -183,13 +198,13 @@ class LongWorkflowAgent(ToolAgentLoop):
         """
         start, started = len(data.response_mask), time.perf_counter()
         anchor = context_anchor(data.prompt_ids)
-        output = await self._generate(data, sampling_params)
-        if not output.token_ids:
-            raise RuntimeError("the server returned an empty response (0 tokens)")
-        await self._merge_assistant(data, output)
-        content, calls, errors = await self._parse(output.token_ids)
-        data.last_assistant_ids = output.token_ids
+        data.assistant_turns += 1
+        token_ids = await self._reply(data, sampling_params)
+        content, calls, errors = await self._parse(token_ids)
+        data.last_assistant_ids = token_ids
         keep_calls(data, calls, errors, self.max_parallel_calls)
+        if self.fence is not None:
+            calls_over_cap(data, self.fence)
         data.add_turn(
             "assistant",
             start,
@@ -198,6 +213,7 @@ class LongWorkflowAgent(ToolAgentLoop):
             tool_calls=[c.name for c in data.tool_calls],
             malformed_tool_calls=errors,
             anchor=anchor,
+            **data.take_inline_record(),
         )
         if len(data.response_mask) >= self.response_length:
             return data.finish(Reason.RESPONSE_BUDGET, "the response budget ran out while generating")
@@ -260,9 +276,57 @@ class LongWorkflowAgent(ToolAgentLoop):
     def _room(self, data: Episode) -> int:
         return room_left(data, self.response_length, self.settings.reserve_final_tokens)
 
-    async def _generate(self, data: Episode, sampling_params: dict[str, Any]) -> Any:
-        """One server call with ``max_tokens`` = the budget left and the parser's stop tokens."""
+    async def _reply(self, data: Episode, sampling_params: dict[str, Any]) -> list[int]:
+        """One assistant turn's tokens; with ``code_fence``, blocks run as they close (module docstring there).
+
+        A pause at a closing fence whose block is a call runs it and appends its output (mask 0);
+        a pause at any other fence resumes. The turn ends at an end token or when the budget is spent.
+        """
+        output = await self._generate(data, sampling_params, stop=self._pause_at_fences(data, 0))
+        token_ids, pending, pauses = list(output.token_ids), list(output.token_ids), 0
+        while self.fence is not None and token_ids[-1] not in self.end_ids:
+            if len(data.response_mask) >= self.response_length:
+                break
+            pauses += 1
+            text = self.tool_parser.decode(pending)
+            block = trailing_call(text, self.fence.languages)
+            if block is not None:
+                data.num_invented_outputs += invented_outputs(text)
+                inserted = await self._run_inline(data, block, text)
+                if inserted is None:
+                    return token_ids
+                token_ids, pending = token_ids + inserted, []
+            output = await self._generate(data, sampling_params, stop=self._pause_at_fences(data, pauses))
+            token_ids, pending = token_ids + output.token_ids, pending + output.token_ids
+        if self.fence is not None:
+            data.num_invented_outputs += invented_outputs(self.tool_parser.decode(pending))
+        return token_ids
+
+    def _pause_at_fences(self, data: Episode, pauses: int) -> bool:
+        """Stop at closing fences while calls are left (and a turn has not paused absurdly often)."""
+        return inline_calls_left(data, self.fence) and pauses < 4 * (self.fence.max_calls_per_turn + 2)
+
+    async def _run_inline(self, data: Episode, block: Any, text: str) -> list[int] | None:
+        """Run one closed block and append its output block (mask 0); None if it does not fit."""
+        start = len(data.response_mask)
+        outcome = await run_block(data, self.fence, block.code)
+        result = truncate_to_tokens(self.tokenizer, outcome.text, self.fence.max_output_tokens)
+        ids = self.tokenizer.encode(output_block(result, after=text), add_special_tokens=False)
+        if len(ids) > self._room(data):
+            data.finish(Reason.RESPONSE_BUDGET, "no room left for a code block's output")
+            return None
+        append_tokens(data, ids)
+        record_inline_call(data, outcome, start)
+        return ids
+
+    async def _generate(self, data: Episode, sampling_params: dict[str, Any], *, stop: bool = False) -> Any:
+        """One server call with ``max_tokens`` = the budget left, the parser's stop tokens, the fence stop.
+
+        The reply is merged into the stream (mask 1; ``<think>`` 0 if not in the loss).
+        """
         params = {**sampling_params, "max_tokens": self.response_length - len(data.response_mask)}
+        if stop:
+            params["stop"] = sorted(set(params.get("stop") or []) | set(STOP_STRINGS))
         if self.tool_parser.stop_token_ids:
             params["stop_token_ids"] = sorted(
                 set(params.get("stop_token_ids") or []) | set(self.tool_parser.stop_token_ids)
@@ -272,11 +336,13 @@ class LongWorkflowAgent(ToolAgentLoop):
                 request_id=data.request_id, prompt_ids=data.prompt_ids, sampling_params=params
             )
         absorb_generation(data, output)
+        if not output.token_ids:
+            raise RuntimeError("the server returned an empty response (0 tokens)")
+        await self._merge_assistant(data, output)
         return output
 
     async def _merge_assistant(self, data: Episode, output: Any) -> None:
         """Append the reply's tokens exactly as generated (mask 1; ``<think>`` 0 if not in the loss)."""
-        data.assistant_turns += 1
         data.response_ids = output.token_ids
         use_logprobs = bool(data.response_logprobs or output.log_probs)
         merge, mask, logprobs = await self.ct_merge_assistant_token(

@@ -29,6 +29,7 @@ from extensions.errors import SampleError, choices
 from extensions.loop_settings import LoopSettings
 from extensions.rewards.settings import RewardSettings
 from extensions.rewards.turns import turn_rewards
+from extensions.thinking import token_thinking_spans
 from extensions.tool_session import ToolSession, select_tools
 
 logger = logging.getLogger(__name__)
@@ -86,6 +87,16 @@ class Episode(AgentData):
         self.tool_session: Any = None
         self.schemas: list[dict[str, Any]] | None = None
         self.opening_message: str | None = None
+        self.num_executed_calls = 0
+        self.num_successful_calls = 0
+        self.num_invented_outputs = 0
+        self.code_calls: list[dict[str, Any]] = []
+        """This turn's code blocks run inside it (code-fence format), until its record takes them."""
+
+    def take_inline_record(self) -> dict[str, Any]:
+        """The ``code_calls`` field of this turn's record (empty without any); resets the list."""
+        calls, self.code_calls = self.code_calls, []
+        return {"code_calls": calls} if calls else {}
 
     def finish(self, reason: Reason, detail: str | None = None) -> Phase:
         """Set the termination reason (the first one wins) and stop."""
@@ -113,6 +124,9 @@ class Episode(AgentData):
             "num_tool_calls": self.num_tool_calls,
             "num_tool_errors": self.num_tool_errors,
             "num_malformed_tool_calls": self.num_malformed_tool_calls,
+            "num_executed_calls": self.num_executed_calls,
+            "num_successful_calls": self.num_successful_calls,
+            "num_invented_outputs": self.num_invented_outputs,
             "final_answer_text": self.final_answer_text,
             "interaction": self.interaction_name,
             "opening_message": self.opening_message,
@@ -230,7 +244,7 @@ def absorb_generation(data: Episode, output: Any) -> None:
 def mask_thinking(mask: list[int], token_ids: list[int], think_ids: tuple[int, int]) -> None:
     """Zero, in place, the mask of the ``<think>`` blocks of ``token_ids`` (the last tokens of ``mask``)."""
     offset = len(mask) - len(token_ids)
-    for lo, hi in think_spans(token_ids, *think_ids):
+    for lo, hi in token_thinking_spans(token_ids, *think_ids):
         mask[offset + lo : offset + hi] = [0] * (hi - lo)
 
 
@@ -267,12 +281,19 @@ def user_turn_limit(data: Episode, *, max_user_turns: int, max_assistant_turns: 
     return None
 
 
+def count_outcomes(data: Episode, outcomes: Sequence[Any]) -> None:
+    """Add tool outcomes (``ToolOutcome`` s) to the trajectory's counters and tool rewards."""
+    data.num_tool_calls += len(outcomes)
+    data.num_tool_errors += sum(o.error is not None for o in outcomes)
+    data.num_executed_calls += sum(o.executed for o in outcomes)
+    data.num_successful_calls += sum(o.succeeded for o in outcomes)
+    data.tool_rewards.extend(float(o.reward) for o in outcomes if o.reward is not None)
+
+
 def record_tool_round(data: Episode, outcomes: Sequence[Any], start: int) -> None:
     """Count a finished tool round (``ToolOutcome`` s) and record it as the turn ``response[start:]``."""
     data.tool_rounds += 1
-    data.num_tool_calls += len(outcomes)
-    data.num_tool_errors += sum(o.error is not None for o in outcomes)
-    data.tool_rewards.extend(float(o.reward) for o in outcomes if o.reward is not None)
+    count_outcomes(data, outcomes)
     data.add_turn(
         "tool",
         start,
@@ -347,17 +368,3 @@ def think_token_ids(tokenizer: Any) -> tuple[int, int] | None:
     if any(i is None or i == tokenizer.unk_token_id for i in ids):
         return None
     return ids[0], ids[1]
-
-
-def think_spans(token_ids: list[int], start_id: int, end_id: int) -> list[tuple[int, int]]:
-    """Half-open spans covering ``<think> ... </think>`` (tags included; an unclosed block runs to the end)."""
-    spans, open_at = [], None
-    for i, tok in enumerate(token_ids):
-        if tok == start_id and open_at is None:
-            open_at = i
-        elif tok == end_id and open_at is not None:
-            spans.append((open_at, i + 1))
-            open_at = None
-    if open_at is not None:
-        spans.append((open_at, len(token_ids)))
-    return spans

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from extensions.code_fence import CodeFenceSettings
 from extensions.errors import ConfigError, choices
 
 # The keyword arguments verl's AgentLoopWorker passes to every agent loop.
@@ -43,7 +44,9 @@ class LoopSettings(BaseModel):
     max_parallel_calls: int | None = Field(None, ge=1)
     """Most tool calls run per assistant turn; None uses verl's multi_turn.max_parallel_calls."""
     tool_parser: str | None = None
-    """Tool-call format for this loop (e.g. auto, hermes_strict); None uses verl's global multi_turn.format."""
+    """Tool-call format for this loop (e.g. auto, hermes_strict, code_fence); None uses verl's multi_turn.format."""
+    code_fence: CodeFenceSettings | None = None
+    """With ``tool_parser: code_fence``: the fence languages, tool, argument and execution caps (defaults if unset)."""
     thinking_in_loss: bool = True
     """If false, ``<think>...</think>`` tokens keep their place in the stream with mask 0."""
     reserve_final_tokens: int = Field(0, ge=0)

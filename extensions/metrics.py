@@ -8,7 +8,9 @@ and any logger the user enables (W&B, tensorboard, mlflow):
     longflow/recorded_fraction              rows whose loop recorded extras (LongWorkflowAgent rows)
     longflow/termination/<reason>           fraction of recorded rows that ended for <reason>
     longflow/<count>/mean                   assistant_turns, tool_rounds, user_turns, tool_calls,
-                                            tool_errors, malformed_calls (per recorded row)
+                                            tool_errors, malformed_calls, executed_calls,
+                                            successful_calls, invented_outputs (per recorded row)
+    longflow/execution_success_rate         successful / executed calls over the batch (rows with calls)
     longflow/assistant_turns/max
     longflow/val/...                        the same, for a validation run
 """
@@ -28,6 +30,9 @@ COUNTS = {
     "tool_calls": "num_tool_calls",
     "tool_errors": "num_tool_errors",
     "malformed_calls": "num_malformed_tool_calls",
+    "executed_calls": "num_executed_calls",
+    "successful_calls": "num_successful_calls",
+    "invented_outputs": "num_invented_outputs",
 }
 """Metric name -> the ``extras`` key (and reward key) it averages."""
 
@@ -43,6 +48,11 @@ def longflow_metrics(rows: Sequence[Mapping[str, Any] | None], prefix: str = "lo
     for name, key in COUNTS.items():
         metrics[f"{prefix}{name}/mean"] = _mean([row.get(key) or 0 for row in recorded])
     metrics[f"{prefix}assistant_turns/max"] = float(max(row.get("num_assistant_turns") or 0 for row in recorded))
+    executed = sum(row.get("num_executed_calls") or 0 for row in recorded)
+    if executed:
+        metrics[f"{prefix}execution_success_rate"] = (
+            sum(row.get("num_successful_calls") or 0 for row in recorded) / executed
+        )
     return metrics
 
 
@@ -60,6 +70,10 @@ def validation_metrics(infos: Mapping[str, Sequence[Any]], prefix: str = "longfl
         values = [v for v in infos.get(key) or [] if v is not None]
         if values:
             metrics[f"{prefix}{name}/mean"] = _mean(values)
+    executed = sum(float(v) for v in infos.get("num_executed_calls") or [] if v is not None)
+    if executed:
+        successful = sum(float(v) for v in infos.get("num_successful_calls") or [] if v is not None)
+        metrics[f"{prefix}execution_success_rate"] = successful / executed
     return metrics
 
 

@@ -53,7 +53,21 @@ class ToolOutcome:
     reward: float | None = None
     latency_s: float = 0.0
     error: str | None = None
-    """None on success; else unknown_tool, bad_arguments, timeout, exception, or the raised error's ``kind``."""
+    """None when the tool ran; else unknown_tool, bad_arguments, timeout, exception, limit, or the raised error's ``kind``."""
+    metrics: dict[str, Any] | None = None
+    """The tool's own metrics (``python_exec``: exit_code, timed_out, killed_reason, duration_s)."""
+
+    @property
+    def executed(self) -> bool:
+        """The tool ran the call (its arguments were accepted and nothing stopped it from starting)."""
+        return self.error in (None, "timeout") and not (self.metrics or {}).get("error")
+
+    @property
+    def succeeded(self) -> bool:
+        """The tool ran the call and reported no failure (``python_exec``: exit status 0, in time)."""
+        metrics = self.metrics or {}
+        failed = metrics.get("error") or metrics.get("timed_out") or metrics.get("exit_code", 0) != 0
+        return self.error is None and not failed
 
     def record(self) -> dict[str, Any]:
         return {
@@ -62,6 +76,8 @@ class ToolOutcome:
             "latency_s": round(self.latency_s, 6),
             "reward": self.reward,
             "error": self.error,
+            "executed": self.executed,
+            "succeeded": self.succeeded,
             "result": self.text,
         }
 
@@ -177,7 +193,7 @@ class ToolSession:
         limit = self.concurrency.get(name, self.default_concurrency)
         async with tool_semaphore(self.owner, name, limit):
             try:
-                response, reward, _metrics = await asyncio.wait_for(
+                response, reward, metrics = await asyncio.wait_for(
                     self._execute(tool, parsed, agent_data), timeout=self.timeout_s
                 )
             except asyncio.TimeoutError:
@@ -190,7 +206,7 @@ class ToolSession:
         if response.image or response.video:
             text = f"Tool '{name}' returned images or video, which long_workflow does not support."
             return ToolOutcome(name, arguments, text, error="exception")
-        return ToolOutcome(name, arguments, response.text or "", reward=reward)
+        return ToolOutcome(name, arguments, response.text or "", reward=reward, metrics=dict(metrics or {}))
 
     async def _execute(self, tool: Any, parsed: dict[str, Any], agent_data: Any) -> tuple[Any, Any, Any]:
         if isinstance(tool, FunctionTool):
@@ -223,9 +239,14 @@ class ToolSession:
 def select_tools(
     tools: dict[str, Any], extra_info: dict[str, Any] | None, *, sample: str, default: list[str] | None = None
 ) -> dict[str, Any]:
-    """The sample's tools: ``extra_info.tool_selection``, else the loop's ``default`` selection, else all of them."""
-    selection = (extra_info or {}).get("tool_selection") or default
-    if not selection:
+    """The sample's tools: ``extra_info.tool_selection``, else the loop's ``default`` selection, else all of them.
+
+    An empty selection (``--tools ''`` in the data preparation) means no tools at all.
+    """
+    selection = (extra_info or {}).get("tool_selection")
+    if selection is None:
+        selection = default
+    if selection is None:
         return tools
     unknown = [name for name in selection if name not in tools]
     if unknown:

@@ -154,3 +154,27 @@ def test_bad_mcp_tool_file_names_the_file_and_key(tmp_path):
         f"{path}: tools do not load: ConfigError: {servers}: mcpServers.s: unknown key(s) 'comand'; valid keys: "
         "'args', 'command', 'cwd', 'disabled', 'env', 'headers', 'type', 'url'"
     ]
+
+
+def test_a_validation_that_offers_an_oracle_tool_is_rejected(tmp_path):
+    exp = tmp_path / "experiments" / "oracle_val"
+    exp.mkdir(parents=True)
+    tools = ROOT / "experiments" / "gsm8k_code_verify" / "tools.yaml"  # python_exec, calculator, check_answer
+    loops = ROOT / "experiments" / "gsm8k_code_verify" / "agent_loops.yaml"  # long_workflow: no tool_selection
+    body = (
+        "hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults: [ppo_trainer, _self_]\n"
+        "actor_rollout_ref:\n  rollout:\n    multi_turn: {tool_config_path: %s}\n"
+        "    agent: {default_agent_loop: long_workflow, agent_loop_config_path: %s}\n"
+        "trainer: {val_before_train: %s, test_freq: -1}\n"
+    )
+    (exp / "config.yaml").write_text(body % (tools, loops, "true"))
+    assert check_file(exp / "config.yaml") == [
+        f"{exp / 'config.yaml'}: validation (trainer.val_before_train / trainer.test_freq) would offer the tool "
+        f"'check_answer' of {tools}, which knows the answer: held-out accuracy must not have an oracle in the "
+        "loop. Give the agent loop 'long_workflow' a tool_selection without it, or validate with a tool config "
+        "without it"
+    ]
+    (exp / "config.yaml").write_text(body % (tools, loops, "false"))  # no validation: nothing to protect
+    assert check_file(exp / "config.yaml") == []
+    # the A/B experiment validates with python_exec only
+    assert check_file(ROOT / "experiments" / "gsm8k_learn" / "config.yaml") == []

@@ -1,16 +1,20 @@
 #!/usr/bin/env bash
-# GRPO on GSM8K train with the code-verify workflow, validated on 256 GSM8K test problems (GPU, vLLM):
-#   bash experiments/gsm8k_learn/run.sh [hydra overrides]
+# GRPO on GSM8K train, validated greedily on all 1,319 GSM8K test problems (GPU, vLLM):
+#   bash experiments/gsm8k_learn/run.sh [hydra overrides]                    # (A) code-fence python_exec
+#   VARIANT=no_tools bash experiments/gsm8k_learn/run.sh [hydra overrides]   # (B) same prompt minus tools
 # Data: GSM8K from $LONGFLOW_GSM8K_DIR/{train,test}.jsonl when set, else the public openai/gsm8k.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-OUT=outputs/data/gsm8k_learn
-if [ ! -f "$OUT/train.parquet" ]; then
-  if [ -n "${LONGFLOW_GSM8K_DIR:-}" ]; then train="$LONGFLOW_GSM8K_DIR/train.jsonl"; test="$LONGFLOW_GSM8K_DIR/test.jsonl"
-  else train=openai/gsm8k; test=openai/gsm8k; fi
-  python -m extensions.data.gsm8k --input "$train" --output-dir "$OUT" --agent-name long_workflow \
-    --interaction code_verify --limit 2000
-  python -m extensions.data.gsm8k --input "$test" --split test --output-dir "$OUT" --agent-name long_workflow \
-    --interaction code_verify --limit 256
-fi
-python -m verl.trainer.main_ppo --config-path "$PWD/experiments/gsm8k_learn" --config-name config "$@"
+VARIANT=${VARIANT:-tools}
+bash experiments/gsm8k_learn/prepare_data.sh
+case $VARIANT in
+  tools) extra=() ;;
+  no_tools) extra=(actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent) ;;
+  *) echo "VARIANT=$VARIANT: expected tools or no_tools" >&2; exit 2 ;;
+esac
+python -m verl.trainer.main_ppo --config-path "$PWD/experiments/gsm8k_learn" --config-name config \
+  "data.train_files=$PWD/outputs/data/gsm8k_learn/$VARIANT/train.parquet" \
+  "data.val_files=$PWD/outputs/data/gsm8k_learn/$VARIANT/test.parquet" \
+  "actor_rollout_ref.rollout.multi_turn.tool_config_path=$PWD/experiments/gsm8k_learn/tools.yaml" \
+  "actor_rollout_ref.rollout.agent.agent_loop_config_path=$PWD/experiments/gsm8k_learn/agent_loops.yaml" \
+  "trainer.experiment_name=gsm8k_learn_$VARIANT" "${extra[@]}" "$@"

@@ -96,6 +96,10 @@ def default_threads() -> int:
     return int(value)
 
 
+STOP_TAIL_TOKENS = 16
+"""Output tokens decoded to look for stop strings (a stop string is far shorter)."""
+
+
 class HFServer:
     """In-process LLM server with verl's ``generate`` coroutine; see the module docstring.
 
@@ -116,12 +120,15 @@ class HFServer:
         logprobs_mode: LogprobsMode = "processed_logprobs",
         seed: int | None = None,
         prefix_cache_bytes: int = DEFAULT_PREFIX_CACHE_BYTES,
+        tokenizer: Any | None = None,
     ) -> None:
         if logprobs_mode not in ("processed_logprobs", "raw_logprobs"):
             raise ValueError(f"logprobs_mode must be 'processed_logprobs' or 'raw_logprobs', got {logprobs_mode!r}")
         if max_batch_size < 1:
             raise ValueError(f"max_batch_size must be >= 1, got {max_batch_size}")
         self.model = model.eval()
+        self.tokenizer = tokenizer
+        """Detokenizes the output for ``stop`` strings (as vLLM does); requests with stop strings need it."""
         config, gen = model.config, getattr(model, "generation_config", None)
         self.max_model_len = max_model_len or config.max_position_embeddings
         self.response_length = response_length or self.max_model_len
@@ -183,6 +190,8 @@ class HFServer:
             default_max_tokens=self.response_length,
             eos_ids=self.eos_ids,
         )
+        if sampling.stop and self.tokenizer is None:
+            raise ValueError(f"request {request_id}: stop strings need HFServer(tokenizer=...) to detokenize")
         if self._closed:
             raise RuntimeError("HFServer is closed")
         loop = asyncio.get_running_loop()
@@ -336,10 +345,15 @@ class HFServer:
             token, logprob = sample_token(logits[i], s, seen, request.generator or self._generator, self.logprobs_mode)
             request.token_ids.append(token)
             request.log_probs.append(logprob)
-            if token in s.stop_ids:
+            if token in s.stop_ids or (s.stop and self._hits_stop(request)):
                 request.stop_reason = "completed"
             elif len(request.token_ids) >= s.max_tokens:
                 request.stop_reason = "length"
+
+    def _hits_stop(self, request: _Request) -> bool:
+        """Does the output's decoded tail contain a stop string (checked after every token, like vLLM)?"""
+        tail = self.tokenizer.decode(request.token_ids[-STOP_TAIL_TOKENS:], skip_special_tokens=True)
+        return any(stop in tail for stop in request.sampling.stop)
 
     def _retire(self) -> None:
         keep = [i for i, r in enumerate(self._rows) if r.stop_reason is None and not r.future.done()]

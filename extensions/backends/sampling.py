@@ -17,7 +17,7 @@ import torch
 
 SUPPORTED_PARAMS = frozenset(
     {"temperature", "top_p", "top_k", "repetition_penalty", "logprobs", "max_tokens", "max_new_tokens"}
-    | {"stop_token_ids", "ignore_eos", "seed"}
+    | {"stop_token_ids", "stop", "ignore_eos", "seed"}
 )
 LogprobsMode = Literal["processed_logprobs", "raw_logprobs"]
 
@@ -34,6 +34,8 @@ class Sampling:
     stop_ids: frozenset[int]
     logprobs: bool
     seed: int | None
+    stop: tuple[str, ...] = ()
+    """Stop strings: generation ends once the decoded output contains one (the token that completes it kept)."""
 
 
 def _number(params: dict[str, Any], key: str, default: float, ok: Any, rule: str, errors: list[str]) -> float:
@@ -63,6 +65,11 @@ def parse_sampling_params(
     if not isinstance(stops, list | tuple | set | frozenset) or not all(isinstance(t, int) for t in stops):
         errors.append(f"stop_token_ids must be a list of token ids, got {stops!r}")
         stops = []
+    stop_strings = params.get("stop") or []
+    stop_strings = [stop_strings] if isinstance(stop_strings, str) else stop_strings
+    if not isinstance(stop_strings, list | tuple) or not all(isinstance(t, str) and t for t in stop_strings):
+        errors.append(f"stop must be a string or a list of non-empty strings, got {params.get('stop')!r}")
+        stop_strings = []
     seed = params.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         errors.append(f"seed must be an integer or None, got {seed!r}")
@@ -81,6 +88,7 @@ def parse_sampling_params(
         stop_ids=frozenset(stops) | (frozenset() if params.get("ignore_eos") else eos_ids),
         logprobs=bool(params.get("logprobs")),
         seed=seed,
+        stop=tuple(stop_strings),
     )
 
 

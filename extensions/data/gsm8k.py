@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from extensions.data.prompts import DEFAULT_TOOLS, TOOLS, parse_tools, system_prompt
+from extensions.data.prompts import DEFAULT_TOOLS, TOOL_FORMATS, TOOLS, parse_tools, system_prompt
 from extensions.data.sources import GSM8K_DIR_ENV, Rows, default_gsm8k_source, read_rows
 from extensions.errors import ConfigError, LongflowError, SampleError, choices
 from extensions.rewards.gsm8k import LONGFLOW_GSM8K, OPENAI_GSM8K
@@ -106,6 +106,7 @@ def build_row(
     agent_name: str,
     interaction: str | None,
     data_source: str,
+    tool_format: str = "json",
 ) -> dict[str, Any]:
     """One verl sample from a checked GSM8K row."""
     question = row["question"].strip()
@@ -116,23 +117,42 @@ def build_row(
     }
     if tools_kwargs:
         extra_info["tools_kwargs"] = tools_kwargs
-    if tools:
-        extra_info["tool_selection"] = list(tools)
+    extra_info["tool_selection"] = list(tools)  # [] = no tools (not "all of them")
     if interaction:
         extra_info["interaction_kwargs"] = {"name": interaction, "query": question, "ground_truth": ground_truth}
     return {
         "data_source": data_source,
         "agent_name": agent_name,
-        "prompt": [{"role": "system", "content": system_prompt(tools)}, {"role": "user", "content": question}],
+        "prompt": [
+            {"role": "system", "content": system_prompt(tools, tool_format)},
+            {"role": "user", "content": question},
+        ],
         "ability": "math",
         "reward_model": {"style": "rule", "ground_truth": ground_truth},
         "extra_info": extra_info,
     }
 
 
-def check_options(*, agent_name: str, split: str, limit: int | None, val_size: int, data_source: str) -> None:
+def check_options(
+    *,
+    agent_name: str,
+    split: str,
+    limit: int | None,
+    val_size: int,
+    data_source: str,
+    tools: Sequence[str] = (),
+    tool_format: str = "json",
+) -> None:
     """Every invalid option at once, as one ConfigError."""
     errors = []
+    oracles = [name for name in tools if TOOLS[name].needs_ground_truth]
+    if oracles and (split == VAL_SPLIT or val_size):
+        errors.append(
+            f"--tools {choices(oracles)}: an oracle tool (it knows the answer) is never offered on the "
+            f"held-out {VAL_SPLIT!r} split; drop it from --tools for validation data"
+        )
+    if tool_format not in TOOL_FORMATS:
+        errors.append(f"--tool-format {tool_format!r}: expected one of {choices(TOOL_FORMATS)}")
     if not agent_name:
         errors.append("--agent-name must not be empty")
     if not _SPLIT_NAME.fullmatch(split):
@@ -157,17 +177,26 @@ def prepare(
     interaction: str | None = None,
     split: str = "train",
     limit: int | None = None,
-    tools: Sequence[str] = DEFAULT_TOOLS,
+    tools: Sequence[str] | None = None,
     val_size: int = 0,
     seed: int = 0,
     data_source: str = LONGFLOW_GSM8K,
     hf_config: str | None = "main",
     skip_bad_rows: bool = False,
     loader: Callable[..., Any] | None = None,
+    tool_format: str = "json",
 ) -> dict[str, Path]:
     """Write the parquet file(s); returns {split name: path}. ``loader`` replaces ``datasets.load_dataset``."""
     # 1. Options, then the raw rows.
-    check_options(agent_name=agent_name, split=split, limit=limit, val_size=val_size, data_source=data_source)
+    check_options(
+        agent_name=agent_name,
+        split=split,
+        limit=limit,
+        val_size=val_size,
+        data_source=data_source,
+        tools=tools or (),
+        tool_format=tool_format,
+    )
     rows = read_rows(source, split=split, hf_config=hf_config, loader=loader)
     if limit is not None:
         rows = rows[:limit]
@@ -200,16 +229,24 @@ def prepare(
                 rows[i],
                 index=i,
                 split=name,
-                tools=tools,
+                tools=split_tools(tools, held_out=name == VAL_SPLIT),
                 agent_name=agent_name,
                 interaction=interaction,
                 data_source=data_source,
+                tool_format=tool_format,
             )
             for i in chosen
         ]
         written[name] = write_parquet(samples, out_dir / f"{name}.parquet")
         logger.info("wrote %d rows to %s", len(samples), written[name])
     return written
+
+
+def split_tools(tools: Sequence[str] | None, *, held_out: bool) -> tuple[str, ...]:
+    """The tools a split's samples offer: ``tools``, or by default all but, on held-out rows, the oracles."""
+    if tools is not None:
+        return tuple(tools)
+    return tuple(name for name in DEFAULT_TOOLS if not (held_out and TOOLS[name].needs_ground_truth))
 
 
 def write_parquet(samples: list[dict[str, Any]], path: Path) -> Path:
@@ -234,7 +271,16 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--interaction", default=None, help="interaction name for interaction_kwargs (none if unset)")
     parser.add_argument("--split", default="train", help="split name: output file and extra_info.split")
     parser.add_argument("--limit", type=int, default=None, help="use only the first N input rows")
-    parser.add_argument("--tools", default=",".join(DEFAULT_TOOLS), help=f"comma list from {choices(TOOLS)}; '' = none")
+    parser.add_argument(
+        "--tools",
+        default=None,
+        help=f"comma list from {choices(TOOLS)}; '' = none (default: all; held-out rows never get check_answer)",
+    )
+    parser.add_argument(
+        "--tool-format",
+        default="json",
+        help=f"one of {choices(TOOL_FORMATS)}: how the system prompt describes the tools (code_fence: python_exec only)",
+    )
     parser.add_argument("--val-size", type=int, default=0, help=f"hold out N random rows as {VAL_SPLIT}.parquet")
     parser.add_argument("--seed", type=int, default=0, help="seed of the --val-size hold-out")
     parser.add_argument("--data-source", default=LONGFLOW_GSM8K, help=f"one of {choices(DATA_SOURCES)}")
@@ -255,7 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             interaction=args.interaction,
             split=args.split,
             limit=args.limit,
-            tools=parse_tools(args.tools),
+            tools=None if args.tools is None else parse_tools(args.tools),
+            tool_format=args.tool_format,
             val_size=args.val_size,
             seed=args.seed,
             data_source=args.data_source,

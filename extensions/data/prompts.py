@@ -20,7 +20,8 @@ class ToolSpec:
     description: str
     """One line for the system prompt."""
     needs_ground_truth: bool = False
-    """If true, the sample's ``tools_kwargs`` gives the tool ``create_kwargs: {ground_truth: ...}``."""
+    """If true, the sample's ``tools_kwargs`` gives the tool ``create_kwargs: {ground_truth: ...}``: an
+    oracle, never offered on a validation split (``--split test``)."""
 
 
 TOOLS: dict[str, ToolSpec] = {
@@ -50,10 +51,23 @@ def parse_tools(spec: str) -> tuple[str, ...]:
     return names
 
 
-def system_prompt(tools: Sequence[str]) -> str:
-    """The system message: the task, one line per tool, then the answer format."""
+CODE_FENCE_PROMPT = (
+    "You can run Python: write a program in a ```python code block. It runs as soon as you close the "
+    "block, and what it prints is shown to you in an ```output block; then you go on. Use print() to see values."
+)
+"""The code-fence format's line (``extensions/code_fence.py``), instead of a tool list."""
+
+TOOL_FORMATS = ("json", "code_fence")
+
+
+def system_prompt(tools: Sequence[str], tool_format: str = "json") -> str:
+    """The system message: the task, the tools (one line each, or the code-fence line), the answer format."""
     lines = ["You are a careful math assistant. Solve the user's problem step by step."]
-    if tools:
+    if tool_format == "code_fence":
+        if tuple(tools) != ("python_exec",):
+            raise ConfigError(f"--tool-format code_fence runs python_exec only; --tools gave {choices(tools)}")
+        lines.append(CODE_FENCE_PROMPT)
+    elif tools:
         lines.append("You can use these tools:")
         lines.extend(f"- {name}: {TOOLS[name].description}" for name in tools)
     lines.append(ANSWER_FORMAT)

@@ -1,7 +1,7 @@
 """Tool-call parsers that say what was malformed, for verl's ``ToolParser`` registry.
 
     from extensions.parsers import register_parsers
-    register_parsers()  # ['json', 'react', 'auto', 'hermes_strict']
+    register_parsers()  # ['json', 'react', 'auto', 'hermes_strict', 'code_fence']
     parser = ToolParser.get_tool_parser("auto", tokenizer)
     result = await parser.extract_tool_calls_detailed(response_ids, tools)  # ParseResult
 
@@ -10,7 +10,7 @@ Importing this package registers the parsers (verl looks them up by name from
 
 - ``base.py``: ``ParseResult``, ``DetailedToolParser``, thinking removal, call numbering.
 - ``calls.py``: checks and messages shared by the JSON-based formats.
-- ``hermes.py`` / ``json_blocks.py`` / ``react.py`` / ``auto.py``: one format each.
+- ``hermes.py`` / ``json_blocks.py`` / ``react.py`` / ``auto.py`` / ``code_fence.py``: one format each.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from verl.experimental.agent_loop.tool_parser import ToolParser
 
 from extensions.parsers.auto import AutoToolParser
 from extensions.parsers.base import DetailedToolParser, ParseResult
+from extensions.parsers.code_fence import CodeFenceToolParser
 from extensions.parsers.hermes import HermesStrictToolParser
 from extensions.parsers.json_blocks import JsonToolParser
 from extensions.parsers.react import ReactToolParser
@@ -28,6 +29,7 @@ PARSERS: dict[str, type[DetailedToolParser]] = {
     "react": ReactToolParser,
     "auto": AutoToolParser,
     "hermes_strict": HermesStrictToolParser,
+    "code_fence": CodeFenceToolParser,
 }
 
 
@@ -41,6 +43,7 @@ def register_parsers() -> list[str]:
 __all__ = [
     "PARSERS",
     "AutoToolParser",
+    "CodeFenceToolParser",
     "DetailedToolParser",
     "HermesStrictToolParser",
     "JsonToolParser",

@@ -11,9 +11,8 @@ agent loop can tell the model and count format errors::
 A subclass only implements ``scan``: find the call attempts of its format in text whose
 thinking is blanked out. ``parse`` does the rest, the same way for every format:
 
-1. blank out ``<think>...</think>`` (an unclosed ``<think>`` runs to the end; a ``</think>``
-   with no opening tag closes reasoning that began in the prompt), keeping every offset, so
-   calls written while thinking are never executed (verl issue #4757);
+1. blank out the reply's thinking (``extensions/thinking.py``: the one rule the token mask also
+   uses), keeping every offset, so calls written while thinking are never executed (verl #4757);
 2. number the attempts in text order; a valid one becomes a ``FunctionCall`` with its
    arguments as a JSON object string and id ``call_<k>``, a malformed one an error message;
 3. ``content`` is the text minus the executed calls, stripped; thinking and malformed
@@ -24,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import re
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -34,11 +32,10 @@ from verl.experimental.agent_loop.tool_parser import FunctionCall, ToolParser
 from verl.tools.schemas import OpenAIFunctionToolSchema
 from verl.utils.rollout_trace import rollout_trace_op
 
-THINK_OPEN = "<think>"
-THINK_CLOSE = "</think>"
+from extensions.thinking import THINK_CLOSE, THINK_OPEN, blank_spans, thinking_spans
+
 # Markup the formats need even where a tokenizer marks it special; never stripped on decode.
 MARKUP_TOKENS = frozenset({"<tool_call>", "</tool_call>", THINK_OPEN, THINK_CLOSE})
-NOT_NEWLINE = re.compile(r"[^\n]")
 
 
 class ParseResult(BaseModel):
@@ -70,30 +67,6 @@ class Attempt:
     name: str = ""
     arguments: dict[str, Any] | None = None
     problem: str | None = None
-
-
-def thinking_spans(text: str) -> list[tuple[int, int]]:
-    """Spans of reasoning, tags included; see the module docstring for the three cases."""
-    spans: list[tuple[int, int]] = []
-    position = 0
-    first_close, first_open = text.find(THINK_CLOSE), text.find(THINK_OPEN)
-    if first_close != -1 and (first_open == -1 or first_close < first_open):
-        position = first_close + len(THINK_CLOSE)
-        spans.append((0, position))
-    while (start := text.find(THINK_OPEN, position)) != -1:
-        close = text.find(THINK_CLOSE, start + len(THINK_OPEN))
-        position = len(text) if close == -1 else close + len(THINK_CLOSE)
-        spans.append((start, position))
-    return spans
-
-
-def blank_spans(text: str, spans: list[tuple[int, int]]) -> str:
-    """Replace every character in ``spans`` but newlines with a space; offsets stay valid."""
-    pieces, position = [], 0
-    for start, end in spans:
-        pieces += [text[position:start], NOT_NEWLINE.sub(" ", text[start:end])]
-        position = end
-    return "".join([*pieces, text[position:]])
 
 
 def remove_spans(text: str, spans: list[tuple[int, int]]) -> str:

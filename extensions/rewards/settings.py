@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from extensions.errors import ConfigError, choices
 from extensions.rewards.gsm8k import Mode
@@ -24,8 +24,12 @@ VERL_REWARD_KWARGS = frozenset({"reward_router_address", "reward_model_tokenizer
 
 class RewardSettings(BaseModel):
     """Weights of ``score = w_outcome*outcome + w_turn*mean(turn_scores) + w_tool*mean(tool_rewards)
-    - w_format*num_malformed_tool_calls - termination penalty``. The defaults give the plain
-    outcome reward; every shaping term is opt-in."""
+    + min(w_exec*successful_calls, exec_bonus_cap) - w_format*num_malformed_tool_calls - termination
+    penalty``. The defaults give the plain outcome reward; every shaping term is opt-in.
+
+    For an agent that should use its tools, leave ``w_format`` at 0 (a malformed call is answered
+    with what was wrong, never charged) and pay a small ``w_exec``: its cap must stay below
+    ``w_outcome``, so a wrong answer with tools never outscores a right one without."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
@@ -37,12 +41,27 @@ class RewardSettings(BaseModel):
     """Weight of the mean of ``turn_scores`` (0 when there are none)."""
     w_tool: float = 0.0
     """Weight of the mean of ``tool_rewards`` (0 when there are none)."""
+    w_exec: float = 0.0
+    """Bonus per tool call that ran without error (``python_exec``: exit status 0, in time)."""
+    exec_bonus_cap: float = 0.0
+    """Most the execution bonus adds to one trajectory; must be below ``w_outcome`` when ``w_exec`` > 0."""
     w_format: float = 0.0
-    """Penalty per malformed tool call."""
+    """Penalty per malformed tool call (discouraged: it teaches a policy to stop calling tools)."""
     error_penalty: float = 0.0
     """Subtracted when the trajectory ended with reason ``error``."""
     budget_penalty: float = 0.0
     """Subtracted when the trajectory ended with reason ``response_budget``."""
+
+    @model_validator(mode="after")
+    def _bonus_below_outcome(self) -> RewardSettings:
+        if self.w_exec < 0 or self.exec_bonus_cap < 0:
+            raise ValueError(f"w_exec and exec_bonus_cap must be >= 0, got {self.w_exec} and {self.exec_bonus_cap}")
+        if self.w_exec > 0 and not 0 < self.exec_bonus_cap < self.w_outcome:
+            raise ValueError(
+                f"exec_bonus_cap={self.exec_bonus_cap} must be in (0, w_outcome={self.w_outcome}) when w_exec > 0, "
+                "so that a wrong answer with tools never outscores a right one without"
+            )
+        return self
 
 
 def parse_reward_kwargs(kwargs: dict[str, Any]) -> RewardSettings:
@@ -72,7 +91,7 @@ def _settings_error(exc: ValidationError) -> ConfigError:
     valid = choices(RewardSettings.model_fields)
     lines = []
     for err in exc.errors():
-        key = ".".join(str(part) for part in err["loc"])
+        key = ".".join(str(part) for part in err["loc"]) or "(settings)"
         if err["type"] == "extra_forbidden":
             lines.append(f"reward_kwargs: unknown key {key!r}; valid keys: {valid}")
         else:

@@ -67,6 +67,12 @@ class TrajectoryPieces:
     """User (interaction) turns appended."""
     num_tool_errors: int = 0
     """Tool calls that failed (unknown tool, bad arguments, timeout, exception)."""
+    num_executed_calls: int = 0
+    """Tool calls the tool ran (arguments accepted)."""
+    num_successful_calls: int = 0
+    """Tool calls that ran without error (``python_exec``: exit status 0, in time)."""
+    num_invented_outputs: int = 0
+    """```` ```output ```` blocks the model wrote itself (code-fence format)."""
 
 
 def last_assistant_segment(solution_str: str) -> str:
@@ -111,6 +117,9 @@ def read_pieces(extra_info: Mapping[str, Any] | None, *, sample: str) -> Traject
         num_tool_rounds=_count(extras.get("num_tool_rounds"), "num_tool_rounds", sample),
         num_user_turns=_count(extras.get("num_user_turns"), "num_user_turns", sample),
         num_tool_errors=_count(extras.get("num_tool_errors"), "num_tool_errors", sample),
+        num_executed_calls=_count(extras.get("num_executed_calls"), "num_executed_calls", sample),
+        num_successful_calls=_count(extras.get("num_successful_calls"), "num_successful_calls", sample),
+        num_invented_outputs=_count(extras.get("num_invented_outputs"), "num_invented_outputs", sample),
         final_answer_text=final_text,
     )
 

@@ -6,8 +6,9 @@
             - w_format*num_malformed_tool_calls - termination_penalty
 
 The loop splits the three shaping terms over its assistant turns — a user score goes to the
-assistant turn it answers, a tool reward to the turn that made the call, a malformed call's
-penalty to the turn that wrote it — so that for assistant turns k = 1..K
+assistant turn it answers, a tool reward to the turn that made the call (a code block run inside
+a turn: that turn), a malformed call's penalty to the turn that wrote it — so that for assistant
+turns k = 1..K
 
     r_k = w_turn*sum(scores after k)/N_scores + w_tool*sum(rewards of k's calls)/N_tool_rewards
           - w_format*(malformed calls in k)
@@ -43,17 +44,13 @@ def settings_from_trainer_config(config: Any) -> RewardSettings | None:
 def turn_rewards(turns: Sequence[Mapping[str, Any]], settings: RewardSettings) -> list[float]:
     """r_k for each assistant turn of ``turns`` (the loop's records, in order)."""
     scores = [float(t["score"]) for t in turns if t["role"] == "user" and t.get("score") is not None]
-    tool_rewards = [
-        float(call["reward"])
-        for t in turns
-        if t["role"] == "tool"
-        for call in t.get("tool_calls") or []
-        if call.get("reward") is not None
-    ]
+    tool_rewards = [float(call["reward"]) for t in turns for call in _calls(t) if call.get("reward") is not None]
     rewards: list[float] = []
     for turn in turns:
         if turn["role"] == "assistant":
             rewards.append(-settings.w_format * len(turn.get("malformed_tool_calls") or []))
+            earned = [float(c["reward"]) for c in turn.get("code_calls") or [] if c.get("reward") is not None]
+            rewards[-1] += settings.w_tool * sum(earned) / len(tool_rewards) if earned else 0.0
         elif not rewards:
             continue
         elif turn["role"] == "user" and turn.get("score") is not None:
@@ -62,3 +59,8 @@ def turn_rewards(turns: Sequence[Mapping[str, Any]], settings: RewardSettings) -
             earned = [float(c["reward"]) for c in turn.get("tool_calls") or [] if c.get("reward") is not None]
             rewards[-1] += settings.w_tool * sum(earned) / len(tool_rewards) if earned else 0.0
     return rewards
+
+
+def _calls(turn: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The calls a turn ran: a tool round's, or the code blocks run inside an assistant turn."""
+    return list(turn.get("tool_calls") or []) if turn["role"] == "tool" else list(turn.get("code_calls") or [])

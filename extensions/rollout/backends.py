@@ -124,7 +124,9 @@ def make_backend(name: str, config: DictConfig) -> Backend:
             response_length=int(rollout.response_length),
             max_model_len=int(rollout.prompt_length) + int(rollout.response_length),
         )
-        return InProcessBackend(config, server)
+        backend = InProcessBackend(config, server)
+        server.tokenizer = backend.tokenizer  # stop strings (the code-fence format) are matched on text
+        return backend
     if name in ("vllm", "sglang"):
         return ServerBackend(config, name)
     raise ValueError(f"unknown backend {name!r}; choose one of {', '.join(BACKENDS)}")

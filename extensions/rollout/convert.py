@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from verl.protocol import DataProto
 
-from extensions.rollout.records import ToolCallRecord, TrajectoryRecord, TurnRecord, split_thinking
+from extensions.rollout.records import CodeCallRecord, ToolCallRecord, TrajectoryRecord, TurnRecord, split_thinking
 
 
 def _plain(value: Any) -> Any:
@@ -55,6 +55,7 @@ def build_turns(
                 thinking=thinking if raw["role"] == "assistant" else "",
                 tool_calls=calls,
                 malformed_tool_calls=list(raw.get("malformed_tool_calls", [])),
+                code_calls=[CodeCallRecord(**c) for c in raw.get("code_calls", []) if isinstance(c, dict)],
                 score=raw.get("score"),
                 latency_s=float(raw.get("latency_s", 0.0)),
                 trained=any(mask[lo:hi]),

@@ -30,6 +30,17 @@ class ToolCallRecord(BaseModel):
     """Wall time of the call."""
     reward: float | None = None
     """The tool's step reward, if it gave one."""
+    executed: bool | None = None
+    """The tool ran the call (None in records written before this field)."""
+    succeeded: bool | None = None
+    """The call ran without error (``python_exec``: exit status 0, in time)."""
+
+
+class CodeCallRecord(ToolCallRecord):
+    """A code block run inside an assistant turn (code-fence format); its output is part of the turn."""
+
+    span: tuple[int, int]
+    """Half-open token range of the inserted ```` ```output ```` block in ``response_ids`` (mask 0)."""
 
 
 class TurnRecord(BaseModel):
@@ -49,6 +60,8 @@ class TurnRecord(BaseModel):
     """Tool calls made (assistant turn) or run (tool turn)."""
     malformed_tool_calls: list[str] = Field(default_factory=list)
     """What was wrong with calls that could not be parsed, as told to the model."""
+    code_calls: list[CodeCallRecord] = Field(default_factory=list)
+    """Code blocks run inside this assistant turn, in order (code-fence format)."""
     score: float | None = None
     """The interaction's score for this user turn."""
     latency_s: float = 0.0

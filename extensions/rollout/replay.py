@@ -45,7 +45,11 @@ def trajectory_id(position: int) -> str:
 
 
 class ReplayServer:
-    """Returns each trajectory's recorded assistant turns, in order."""
+    """Returns each trajectory's recorded model output, one generated segment per call, in order.
+
+    A segment is an assistant turn, or, where code blocks ran inside the turn (code-fence format),
+    the piece of it between two inserted outputs: what the engine returned between pauses.
+    """
 
     def __init__(self, book: dict[str, TrajectoryRecord]):
         self.book = book
@@ -55,20 +59,40 @@ class ReplayServer:
         record = self.book[request_id]
         k = self.turn.get(request_id, 0)
         self.turn[request_id] = k + 1
-        turns = [t for t in record.turns if t.role == "assistant"]
-        if k >= len(turns):
+        segments = generated_segments(record)
+        if k >= len(segments):
             raise AssertionError(
-                f"{request_id}: replay asks for assistant turn {k + 1}, the record has {len(turns)}: run the replay "
-                "with the recording run's settings (e.g. the same actor_rollout_ref.rollout.response_length)"
+                f"{request_id}: replay asks for generated segment {k + 1}, the record has {len(segments)}: run the "
+                "replay with the recording run's settings (e.g. the same actor_rollout_ref.rollout.response_length)"
             )
-        lo, hi = turns[k].span
+        lo, hi = segments[k]
         expected = record.prompt_ids + record.response_ids[:lo]
         if list(prompt_ids) != expected:
             raise AssertionError(
-                f"{request_id} turn {k}: prompt differs from the record at token {_first_diff(prompt_ids, expected)}"
+                f"{request_id} segment {k}: prompt differs from the record at token {_first_diff(prompt_ids, expected)}"
             )
         logprobs = record.logprobs[lo:hi] if record.logprobs and sampling_params.get("logprobs") else None
         return TokenOutput(token_ids=record.response_ids[lo:hi], log_probs=logprobs, extra_fields={})
+
+
+def generated_segments(record: TrajectoryRecord) -> list[tuple[int, int]]:
+    """The model-generated spans of ``record``: its assistant turns, split around inline code outputs."""
+    segments = []
+    for turn in (t for t in record.turns if t.role == "assistant"):
+        start = turn.span[0]
+        for call in turn.code_calls:
+            segments.append((start, call.span[0]))
+            start = call.span[1]
+        segments.append((start, turn.span[1]))
+    return segments
+
+
+def recorded_calls(record: TrajectoryRecord) -> list[Any]:
+    """Every call that ran, in order: code blocks inside assistant turns and tool rounds' calls."""
+    calls = []
+    for turn in record.turns:
+        calls += turn.code_calls if turn.role == "assistant" else turn.tool_calls if turn.role == "tool" else []
+    return calls
 
 
 class ReplayTool(BaseTool):
@@ -84,7 +108,7 @@ class ReplayTool(BaseTool):
         record = BOOKS[self.book_id][request_id]
         used = self.used.setdefault(request_id, set())
         arguments = json.dumps(parameters, ensure_ascii=False)
-        for n, call in enumerate(c for t in record.turns if t.role == "tool" for c in t.tool_calls):
+        for n, call in enumerate(recorded_calls(record)):
             if n not in used and call.name == self.name and json.loads(call.arguments) == json.loads(arguments):
                 used.add(n)
                 return ToolResponse(text=call.result or ""), call.reward, {}

@@ -133,7 +133,7 @@ def trajectory_view(
     """What the template needs for one trajectory section."""
     roles = Counter(t.role for t in record.turns)
     tool_turns = [t for t in record.turns if t.role == "tool"]
-    calls = [c for t in tool_turns for c in t.tool_calls]
+    calls = [c for t in tool_turns for c in t.tool_calls] + [c for t in record.turns for c in t.code_calls]
     return {
         "pos": pos,
         "r": record,

@@ -3,8 +3,10 @@
 It implements the same coroutine as ``verl.workers.rollout.llm_server.LLMServerClient``:
 ``generate(request_id, *, prompt_ids, sampling_params, ...) -> TokenOutput``. Like vLLM it
 returns token ids that end with the EOS token (or a stop token), honours ``max_tokens``
-(cutting the reply, with no EOS, as a length stop does) and ``stop_token_ids``, and returns
-one log-prob per token when ``sampling_params["logprobs"]`` is set.
+(cutting the reply, with no EOS, as a length stop does), ``stop_token_ids`` and ``stop``
+strings (the reply ends with the token whose text completes the first stop string, as vLLM's
+token ids do; the rest of the scripted reply is never generated), and returns one log-prob
+per token when ``sampling_params["logprobs"]`` is set.
 
 A script maps a marker string that appears in a sample's prompt to that sample's replies,
 one per assistant turn. Replies are text (tokenised with the real tokenizer), raw token
@@ -126,11 +128,13 @@ class ScriptedServer:
             raise RuntimeError(reply.message)
         ids = self._tokens(reply)
         ids = self._apply_stops(ids, sampling_params)
+        ids, hit = self._apply_stop_strings(ids, sampling_params.get("stop") or [])
+        stopped = hit or bool(ids and ids[-1] == self.eos_id)
         log_probs = [fake_logprob(t) for t in ids] if sampling_params.get("logprobs") else None
         return TokenOutput(
             token_ids=ids,
             log_probs=log_probs,
-            stop_reason="length" if ids and ids[-1] != self.eos_id else "completed",
+            stop_reason="completed" if stopped else "length",
             num_preempted=0,
             extra_fields=self._version_fields(),
         )
@@ -145,6 +149,13 @@ class ScriptedServer:
         if reply not in self._encoded:
             self._encoded[reply] = self.tokenizer.encode(reply, add_special_tokens=False) + [self.eos_id]
         return self._encoded[reply]
+
+    def _apply_stop_strings(self, ids: list[int], stops: list[str]) -> tuple[list[int], bool]:
+        for end in range(1, len(ids) + 1) if stops else ():
+            text = self.tokenizer.decode(ids[:end], skip_special_tokens=True)
+            if any(stop in text for stop in stops):
+                return ids[:end], True
+        return ids, False
 
     @staticmethod
     def _apply_stops(ids: list[int], sampling_params: dict[str, Any]) -> list[int]:

@@ -63,6 +63,9 @@ class _Instance:
 class CheckAnswerTool(BaseTool):
     """verl tool around ``check_answer``; keeps each trajectory's ground truth and attempt count."""
 
+    knows_answer = True
+    """An oracle: ``config_check`` rejects a validation that offers it."""
+
     def __init__(self, config: dict[str, Any], tool_schema: OpenAIFunctionToolSchema | None = None) -> None:
         self.settings = parse_tool_config(CheckAnswerConfig, config, tool="check_answer")
         super().__init__(config, tool_schema or schema_from_function(check_answer, hidden={"ground_truth"}))

@@ -2,18 +2,20 @@
 
 Tool YAML: ``tool_configs/python_exec.yaml``. Config keys are the fields of ``SandboxLimits``
 (``wall_time_s``, ``cpu_time_s``, ``memory_mb``, ``output_bytes``, ``file_size_bytes``, ``open_files``,
-``processes``), each optional. The schema the model sees comes from ``python_exec`` below.
+``processes``), each optional, plus ``output``: ``status`` (default: stdout, stderr and an exit-status
+line) or ``interpreter`` (stdout, then a traceback's last line: what the code-fence format shows,
+``SandboxResult.interpreter_text``). The schema the model sees comes from ``python_exec`` below.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, get_args
 
 from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
-from extensions.errors import SandboxError
+from extensions.errors import ConfigError, SandboxError, choices
 from extensions.tools.sandbox import SandboxLimits, run_python
 from extensions.tools.schema import argument_error, parse_tool_config, schema_from_function
 
@@ -31,10 +33,19 @@ async def python_exec(code: str) -> str:
     return (await run_python(code, limits=SandboxLimits())).to_text()
 
 
+OutputStyle = Literal["status", "interpreter"]
+
+
 class PythonExecTool(BaseTool):
     """verl tool around ``run_python``; stateless, so one instance per trajectory needs no bookkeeping."""
 
     def __init__(self, config: dict[str, Any], tool_schema: OpenAIFunctionToolSchema | None = None) -> None:
+        config = dict(config or {})
+        self.output: OutputStyle = config.pop("output", "status")
+        if self.output not in get_args(OutputStyle):
+            raise ConfigError(
+                f"tool 'python_exec' config: 'output' {self.output!r} is not valid; valid: {choices(get_args(OutputStyle))}"
+            )
         self.limits = parse_tool_config(SandboxLimits, config, tool="python_exec")
         super().__init__(config, tool_schema or schema_from_function(python_exec))
 
@@ -56,4 +67,5 @@ class PythonExecTool(BaseTool):
             "killed_reason": result.killed_reason,
             "duration_s": result.duration_s,
         }
-        return ToolResponse(text=result.to_text()), 0.0, metrics
+        text = result.interpreter_text() if self.output == "interpreter" else result.to_text()
+        return ToolResponse(text=text), 0.0, metrics

@@ -89,6 +89,24 @@ class SandboxResult(BaseModel):
             parts.append(f"[exit status {self.exit_code}]")
         return "".join(parts)
 
+    def interpreter_text(self) -> str:
+        """What an interpreter session would show: stdout, then the error's last line, if any.
+
+        The code-fence format (``extensions/code_fence.py``) inserts this: a traceback becomes its
+        last line (``ZeroDivisionError: division by zero``), a stopped program says which limit.
+        """
+        parts = [_with_newline(self.stdout)] if self.stdout else []
+        if self.timed_out:
+            parts.append(f"TimeoutError: {self.killed_reason or 'the program ran out of time'}")
+        elif self.exit_code < 0 or self.killed_reason:
+            parts.append(f"Killed: {self.killed_reason or f'signal {-self.exit_code}'}")
+        elif self.exit_code != 0:
+            lines = [line for line in self.stderr.splitlines() if line.strip()]
+            parts.append(lines[-1] if lines else f"exit status {self.exit_code}")
+        elif not self.stdout:
+            parts.append("(nothing was printed: use print() to show results)")
+        return "".join(parts).rstrip("\n")
+
 
 async def run_python(code: str, *, limits: SandboxLimits, audit_hook: bool = True) -> SandboxResult:
     """Run ``code`` in a fresh sandbox and return its output; cancelling the call kills the program.

@@ -137,7 +137,7 @@ async def test_bad_sampling_params_raise_one_clear_error(server: HFServer) -> No
     message = (
         "bad sampling_params: unknown key 'best_of'; temperature must be a number >= 0, got -1; "
         "top_p must be a number in (0, 1], got 2; max_tokens must be an integer, got '10'. Supported keys: "
-        "ignore_eos, logprobs, max_new_tokens, max_tokens, repetition_penalty, seed, stop_token_ids, temperature, "
+        "ignore_eos, logprobs, max_new_tokens, max_tokens, repetition_penalty, seed, stop, stop_token_ids, temperature, "
         "top_k, top_p"
     )
     with pytest.raises(ValueError, match=re.escape(message) + "$"):

@@ -23,6 +23,9 @@ SYSTEM = (
     "When you are done, write the final answer on its own last line as `#### <number>`, for example "
     "`#### 72`: the number only, without units or words."
 )
+SYSTEM_HELD_OUT = SYSTEM.replace(
+    "- check_answer: checks a candidate final answer against the reference and says whether it is right.\n", ""
+)
 GROUND_TRUTHS = ["72", "1000", "2.5"]
 ALL_TOOLS = ["python_exec", "calculator", "check_answer"]
 RowFn = Callable[..., dict[str, Any]]
@@ -35,22 +38,28 @@ def expected_row(problems: list[dict[str, str]]) -> RowFn:
 
 
 def build_expected(problems: list[dict[str, str]], index: int, split: str = "train") -> dict[str, Any]:
+    """The held-out split ("test") never offers the oracle check_answer."""
     problem, truth = problems[index], GROUND_TRUTHS[index]
+    held_out = split == "test"
+    system = SYSTEM_HELD_OUT if held_out else SYSTEM
+    extra_info = {
+        "split": split,
+        "index": index,
+        "question": problem["question"],
+        "answer": problem["answer"],
+        "tools_kwargs": {"check_answer": {"create_kwargs": {"ground_truth": truth}}},
+        "tool_selection": ALL_TOOLS[:2] if held_out else ALL_TOOLS,
+        "interaction_kwargs": {"name": "code_verify", "query": problem["question"], "ground_truth": truth},
+    }
+    if held_out:
+        del extra_info["tools_kwargs"]
     return {
         "data_source": "longflow/gsm8k",
         "agent_name": "long_workflow",
-        "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": problem["question"]}],
+        "prompt": [{"role": "system", "content": system}, {"role": "user", "content": problem["question"]}],
         "ability": "math",
         "reward_model": {"style": "rule", "ground_truth": truth},
-        "extra_info": {
-            "split": split,
-            "index": index,
-            "question": problem["question"],
-            "answer": problem["answer"],
-            "tools_kwargs": {"check_answer": {"create_kwargs": {"ground_truth": truth}}},
-            "tool_selection": ALL_TOOLS,
-            "interaction_kwargs": {"name": "code_verify", "query": problem["question"], "ground_truth": truth},
-        },
+        "extra_info": extra_info,
     }
 
 
@@ -104,7 +113,8 @@ def test_tools_without_create_kwargs_and_no_interaction(
 
 def test_no_tools(problems_jsonl: str, tmp_path: Path) -> None:
     row = read(prepare(problems_jsonl, tmp_path, tools=[], limit=1)["train"])[0]
-    assert set(row["extra_info"]) == {"split", "index", "question", "answer"}
+    assert set(row["extra_info"]) == {"split", "index", "question", "answer", "tool_selection"}
+    assert row["extra_info"]["tool_selection"] == []  # no tools, not "all of them"
     assert "tools" not in row["prompt"][0]["content"]
 
 
@@ -129,7 +139,7 @@ def test_hugging_face_id_uses_the_loader(tmp_path: Path, problems: list[dict[str
 
 def test_cli(problems_jsonl: str, tmp_path: Path, caplog: pytest.LogCaptureFixture, expected_row: RowFn) -> None:
     args = ["--input", problems_jsonl, "--output-dir", str(tmp_path / "cli"), "--agent-name", "long_workflow"]
-    args += ["--interaction", "code_verify", "--tools", "python_exec,calculator,check_answer", "--val-size", "1"]
+    args += ["--interaction", "code_verify", "--val-size", "1"]  # default tools: the oracle only in train
     with caplog.at_level(logging.INFO, logger="extensions.data.gsm8k"):
         assert main(args) == 0
     assert read(tmp_path / "cli" / "train.parquet") == [expected_row(0), expected_row(2)]

@@ -11,7 +11,7 @@ import extensions.parsers
 from extensions.parsers import DetailedToolParser, register_parsers
 from extensions.verl_compat import build_assistant_message, required_tool_name, tool_parser_registry
 
-NAMES = ["json", "react", "auto", "hermes_strict"]
+NAMES = ["json", "react", "auto", "hermes_strict", "code_fence"]
 
 
 def test_importing_the_package_registers_every_parser() -> None:

@@ -41,6 +41,10 @@ def test_weighted_combination_exact() -> None:
         "num_malformed_tool_calls": 2.0,
         "num_tool_calls": 4.0,
         "format_penalty": 0.25,
+        "exec_bonus": 0.0,
+        "num_executed_calls": 0.0,
+        "num_successful_calls": 0.0,
+        "num_invented_outputs": 0.0,
         "termination_penalty": 0.0,
         "is_error": 0.0,
         "is_response_budget": 0.0,
@@ -133,8 +137,8 @@ def test_bad_reward_kwargs_are_reported_together() -> None:
         compute_score("openai/gsm8k", "#### 72", "72", w_turns=0.5, mode="loose")
     assert str(info.value) == (
         "reward_kwargs: key 'mode': Input should be 'strict' or 'flexible' (got 'loose')\n"
-        "reward_kwargs: unknown key 'w_turns'; valid keys: 'budget_penalty', 'error_penalty', 'mode', "
-        "'w_format', 'w_outcome', 'w_tool', 'w_turn'"
+        "reward_kwargs: unknown key 'w_turns'; valid keys: 'budget_penalty', 'error_penalty', "
+        "'exec_bonus_cap', 'mode', 'w_exec', 'w_format', 'w_outcome', 'w_tool', 'w_turn'"
     )
 
 
