@@ -28,10 +28,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from extensions.errors import SampleError, choices
+from extensions.records_schema import COUNTS, TERMINATION_REASONS
 from extensions.rewards.gsm8k import LONGFLOW_GSM8K, OPENAI_GSM8K, Mode, extract_answer, is_correct
 from extensions.rewards.numbers import normalize_number
 from extensions.rewards.settings import RewardSettings, parse_reward_kwargs
-from extensions.rewards.trajectory import TERMINATION_REASONS, TrajectoryPieces, answer_text, read_pieces
+from extensions.rewards.trajectory import TrajectoryPieces, answer_text, read_pieces
 
 REWARD_KEYS = (
     "score",
@@ -42,20 +43,12 @@ REWARD_KEYS = (
     "num_turn_scores",
     "tool_reward_mean",
     "num_tool_rewards",
-    "num_malformed_tool_calls",
-    "num_tool_calls",
     "format_penalty",
     "exec_bonus",
-    "num_executed_calls",
-    "num_successful_calls",
-    "num_invented_outputs",
     "termination_penalty",
     "is_error",
     "is_response_budget",
-    "num_assistant_turns",
-    "num_tool_rounds",
-    "num_user_turns",
-    "num_tool_errors",
+    *COUNTS,
     *(f"term_{reason}" for reason in sorted(TERMINATION_REASONS)),
 )
 """Keys of every returned dict, in order; all values are floats. The counts and the ``term_<reason>``
@@ -104,20 +97,12 @@ def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: R
         "num_turn_scores": float(len(pieces.turn_scores)),
         "tool_reward_mean": tool_mean,
         "num_tool_rewards": float(len(pieces.tool_rewards)),
-        "num_malformed_tool_calls": float(pieces.num_malformed_tool_calls),
-        "num_tool_calls": float(pieces.num_tool_calls),
         "format_penalty": float(format_penalty),
         "exec_bonus": float(exec_bonus),
-        "num_executed_calls": float(pieces.num_executed_calls),
-        "num_successful_calls": float(pieces.num_successful_calls),
-        "num_invented_outputs": float(pieces.num_invented_outputs),
         "termination_penalty": float(termination_penalty),
         "is_error": float(reason == "error"),
         "is_response_budget": float(reason == "response_budget"),
-        "num_assistant_turns": float(pieces.num_assistant_turns),
-        "num_tool_rounds": float(pieces.num_tool_rounds),
-        "num_user_turns": float(pieces.num_user_turns),
-        "num_tool_errors": float(pieces.num_tool_errors),
+        **{key: float(getattr(pieces, key)) for key in COUNTS},
         **{f"term_{name}": float(reason == name) for name in TERMINATION_REASONS},
     }
     return {key: float(values[key]) for key in REWARD_KEYS}

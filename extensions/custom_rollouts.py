@@ -43,7 +43,6 @@ from extensions.context_budget import append_context, cache_prefix_renders, fits
 from extensions.episode import (
     Episode,
     Phase,
-    Reason,
     absorb_generation,
     after_assistant,
     build_output,
@@ -60,6 +59,7 @@ from extensions.episode import (
 from extensions.errors import ConfigError, choices
 from extensions.interactions.registry import load_interactions
 from extensions.loop_settings import VERL_LOOP_KWARGS, LoopSettings, parse_settings
+from extensions.records_schema import Reason
 from extensions.rewards.turns import settings_from_trainer_config
 from extensions.tool_session import result_messages, run_calls, tool_message, tool_schemas
 from extensions.verl_compat import tool_parser_registry

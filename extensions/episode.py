@@ -27,25 +27,13 @@ from verl.experimental.agent_loop.tool_agent_loop import AgentData
 
 from extensions.errors import SampleError, choices
 from extensions.loop_settings import LoopSettings
+from extensions.records_schema import Extras, Reason, TurnRecord
 from extensions.rewards.settings import RewardSettings
 from extensions.rewards.turns import turn_rewards
 from extensions.thinking import token_thinking_spans
 from extensions.tool_session import ToolSession, select_tools
 
 logger = logging.getLogger(__name__)
-
-
-class Reason(str, Enum):
-    """Why a trajectory ended."""
-
-    FINAL_ANSWER = "final_answer"
-    INTERACTION_DONE = "interaction_done"
-    MAX_ASSISTANT_TURNS = "max_assistant_turns"
-    MAX_TOOL_ROUNDS = "max_tool_rounds"
-    MAX_USER_TURNS = "max_user_turns"
-    RESPONSE_BUDGET = "response_budget"
-    PROMPT_TOO_LONG = "prompt_too_long"
-    ERROR = "error"
 
 
 class Phase(Enum):
@@ -75,7 +63,7 @@ class Episode(AgentData):
         self.num_tool_errors = 0
         self.num_malformed_tool_calls = 0
         self.parse_errors: list[str] = []
-        self.turns: list[dict[str, Any]] = []
+        self.turns: list[TurnRecord] = []
         self.reason: Reason | None = None
         self.error: str | None = None
         self.final_answer_text = ""
@@ -105,19 +93,15 @@ class Episode(AgentData):
             self.error = detail
         return Phase.TERMINATED
 
-    def add_turn(self, role: str, start: int, end: int, **fields: Any) -> dict[str, Any]:
-        """Record a turn whose tokens are ``response[start:end]``."""
-        record = {"index": len(self.turns), "role": role, "span": [start, end], **fields}
+    def add_turn(self, role: str, start: int, end: int, **fields: Any) -> TurnRecord:
+        """Record a turn whose tokens are ``response[start:end]`` (``records_schema.TurnRecord``)."""
+        record: TurnRecord = {"index": len(self.turns), "role": role, "span": [start, end], **fields}
         self.turns.append(record)
         return record
 
-    def extras(self, agent_name: str) -> dict[str, Any]:
-        """The ``extra_fields["extras"]`` payload."""
-        return {
-            "agent_name": agent_name,
-            "termination_reason": (self.reason or Reason.ERROR).value,
-            "error": self.error,
-            "turns": self.turns,
+    def extras(self, agent_name: str) -> Extras:
+        """The ``extra_fields["extras"]`` payload (``records_schema.Extras`` plus its ``COUNTS``)."""
+        counts = {
             "num_assistant_turns": self.assistant_turns,
             "num_tool_rounds": self.tool_rounds,
             "num_user_turns": self.user_turns,
@@ -127,6 +111,13 @@ class Episode(AgentData):
             "num_executed_calls": self.num_executed_calls,
             "num_successful_calls": self.num_successful_calls,
             "num_invented_outputs": self.num_invented_outputs,
+        }
+        return {
+            "agent_name": agent_name,
+            "termination_reason": (self.reason or Reason.ERROR).value,
+            "error": self.error,
+            "turns": self.turns,
+            **counts,
             "final_answer_text": self.final_answer_text,
             "interaction": self.interaction_name,
             "opening_message": self.opening_message,

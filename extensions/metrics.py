@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from extensions.episode import Reason
+from extensions.records_schema import TERMINATION_REASONS as REASONS
 
-REASONS = tuple(reason.value for reason in Reason)
 COUNTS = {
     "assistant_turns": "num_assistant_turns",
     "tool_rounds": "num_tool_rounds",
@@ -34,7 +33,7 @@ COUNTS = {
     "successful_calls": "num_successful_calls",
     "invented_outputs": "num_invented_outputs",
 }
-"""Metric name -> the ``extras`` key (and reward key) it averages."""
+"""Metric name -> the ``extras`` key (and reward key) it averages: every ``records_schema.COUNTS`` key."""
 
 
 def longflow_metrics(rows: Sequence[Mapping[str, Any] | None], prefix: str = "longflow/") -> dict[str, float]:

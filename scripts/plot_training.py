@@ -31,6 +31,15 @@ COLUMNS = {
     "entropy": "actor/entropy",
     "step_s": "timing_s/step",
     "gen_s": "timing_s/gen",
+    "update_actor_s": "timing_s/update_actor",
+    "executed_calls": "longflow/executed_calls/mean",
+    "successful_calls": "longflow/successful_calls/mean",
+    "execution_success_rate": "longflow/execution_success_rate",
+    "invented_outputs": "longflow/invented_outputs/mean",
+    "budget_ended": "longflow/termination/response_budget",
+    "val_executed_calls": "val-aux/longflow/gsm8k/num_executed_calls/mean@1",
+    "val_successful_calls": "val-aux/longflow/gsm8k/num_successful_calls/mean@1",
+    "val_response_budget": "val-aux/longflow/gsm8k/term_response_budget/mean@1",
 }
 
 
@@ -58,15 +67,18 @@ def plot(runs: dict[str, list[dict[str, float | None]]], path: Path) -> None:
 
     panels = [
         ("score", "training score (mean of 128 trajectories)"),
-        ("val_acc", "held-out accuracy (256 GSM8K test problems, greedy)"),
+        ("val_acc", "held-out accuracy (GSM8K test, greedy)"),
         ("tool_calls", "tool calls per trajectory"),
         ("assistant_turns", "assistant turns per trajectory"),
+        ("response_length", "response tokens per trajectory"),
+        ("step_s", "seconds per step"),
     ]
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7))
+    fig, axes = plt.subplots(2, 3, figsize=(15, 7))
     for ax, (column, title) in zip(axes.flat, panels, strict=True):
         for name, rows in runs.items():
             points = [(r["step"], r[column]) for r in rows if r[column] is not None]
-            ax.plot(*zip(*points, strict=True), marker="o", label=name)
+            if points:
+                ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SKIP = (
     (re.compile(r"^bash scripts/(main_job|test)\.sh\b"), ".ci/run runs it before this script"),
-    (re.compile(r"^bash experiments/[\w-]+/run\.sh\b"), "trains with stock verl and vLLM: needs a GPU"),
+    (re.compile(r"^(\w+=\S+ )*bash experiments/[\w-]+/run\.sh\b"), "trains with stock verl and vLLM: needs a GPU"),
     (re.compile(r"^pip install -e /path/to/"), "the verl-command example: installs the pack into a GPU machine"),
     (re.compile(r"^python -m verl\.trainer\.main_ppo\b"), "trains with stock verl on vLLM or SGLang: needs a GPU"),
     (re.compile(r"^pip install uv\b"), "installs SGLang's GPU stack into its own environment"),

@@ -43,6 +43,23 @@ def worker(qwen_dir: Path) -> Any:
     return build_agent_loop_worker(config, llm_client=None)
 
 
+PACK_LOOPS = ROOT / "extensions" / "custom_rollouts.yaml"
+
+
+@pytest.fixture(autouse=True)
+def _pack_loop_entries() -> None:
+    """Every test starts with custom_rollouts.yaml's entries in verl's (process-wide) loop registry.
+
+    A worker built on another agent-loop file (the rollout driver's tests, an experiment's) registers
+    that file's ``long_workflow`` over the pack's; the session ``worker`` must not see it.
+    """
+    import yaml
+
+    registry = agent_loop_registry()
+    for entry in yaml.safe_load(PACK_LOOPS.read_text()):
+        registry[entry["name"]] = dict(entry)
+
+
 @pytest.fixture
 def tokenizer(worker: Any) -> Any:
     return worker.tokenizer

@@ -10,12 +10,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from extensions.code_fence import output_block
 from extensions.verl_config import build_agent_loop_worker, compose_verl_config
 from tests.conftest import PROMPT_LENGTH, RESPONSE_LENGTH, ROOT, Row, register_loop, run_batch, sample
 
 TOOLS = ROOT / "experiments" / "gsm8k_learn" / "tools.yaml"
+LOOPS = ROOT / "experiments" / "gsm8k_learn" / "agent_loops.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +29,7 @@ def fence_worker(qwen_dir: Any) -> Any:
             f"actor_rollout_ref.rollout.response_length={RESPONSE_LENGTH}",
             "actor_rollout_ref.rollout.multi_turn.format=auto",
             f"actor_rollout_ref.rollout.multi_turn.tool_config_path={TOOLS}",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={ROOT / 'experiments' / 'gsm8k_learn' / 'agent_loops.yaml'}",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={LOOPS}",
             "actor_rollout_ref.rollout.calculate_log_probs=true",
         ]
     )
@@ -155,7 +157,10 @@ async def test_recorded_code_fence_trajectories_replay_token_exact_and_show_in_t
     from extensions.rollout.records import read_jsonl, write_jsonl
     from extensions.rollout.replay import replay
     from extensions.rollout.view import render_html
+    from extensions.verl_compat import agent_loop_registry
 
+    # the experiment's entry, as the worker's agent_loop_config_path registers it (replay reads that file)
+    agent_loop_registry()["long_workflow"] = dict(yaml.safe_load(LOOPS.read_text())[0])
     script = {
         "CF-rp": [
             "```bash\nls\n```\n",  # the engine pauses at this closing fence too, and simply resumes

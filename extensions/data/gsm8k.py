@@ -23,6 +23,10 @@ as verl's RLHFDataset and the agent loop read them:
   kwargs (``check_answer: {create_kwargs: {ground_truth}}``) — verl gives the others ``{}`` —
   and keys with nothing to say are left out (RLHFDataset defaults them to ``{}``).
 
+Held-out rows (``--split test`` or the ``--val-size`` hold-out) never offer a tool that knows the
+answer (``check_answer``): the default tool list leaves it out there, and naming it in ``--tools`` is
+an error. ``--tools ''`` offers no tools at all (``tool_selection: []``); ``--tool-format code_fence``
+describes ``python_exec`` as fenced ```` ```python ```` blocks instead of listing tools.
 A row whose answer has no ``#### <number>`` stops the run with the count and first indices;
 ``--skip-bad-rows`` drops such rows instead, logging the same report.
 """

@@ -25,19 +25,7 @@ from numbers import Real
 from typing import Any
 
 from extensions.errors import SampleError, choices
-
-TERMINATION_REASONS = frozenset(
-    {
-        "final_answer",
-        "interaction_done",
-        "max_assistant_turns",
-        "max_tool_rounds",
-        "max_user_turns",
-        "response_budget",
-        "prompt_too_long",
-        "error",
-    }
-)
+from extensions.records_schema import COUNTS, TERMINATION_REASONS
 
 _ROLE_MARKER = re.compile(r"(?:<\|im_end\|>)?\n(?:<\|im_start\|>)?(user|assistant|tool|system)\n")
 _TRAILING_SPECIALS = re.compile(r"(?:\s|<\|im_end\|>|<\|endoftext\|>)+$")
@@ -111,16 +99,8 @@ def read_pieces(extra_info: Mapping[str, Any] | None, *, sample: str) -> Traject
         turn_scores=_floats(info.get("turn_scores"), field="turn_scores", sample=sample),
         tool_rewards=_floats(info.get("tool_rewards"), field="tool_rewards", sample=sample),
         termination_reason=str(reason),
-        num_malformed_tool_calls=_count(extras.get("num_malformed_tool_calls"), "num_malformed_tool_calls", sample),
-        num_tool_calls=_count(extras.get("num_tool_calls"), "num_tool_calls", sample),
-        num_assistant_turns=_count(extras.get("num_assistant_turns"), "num_assistant_turns", sample),
-        num_tool_rounds=_count(extras.get("num_tool_rounds"), "num_tool_rounds", sample),
-        num_user_turns=_count(extras.get("num_user_turns"), "num_user_turns", sample),
-        num_tool_errors=_count(extras.get("num_tool_errors"), "num_tool_errors", sample),
-        num_executed_calls=_count(extras.get("num_executed_calls"), "num_executed_calls", sample),
-        num_successful_calls=_count(extras.get("num_successful_calls"), "num_successful_calls", sample),
-        num_invented_outputs=_count(extras.get("num_invented_outputs"), "num_invented_outputs", sample),
         final_answer_text=final_text,
+        **{key: _count(extras.get(key), key, sample) for key in COUNTS},
     )
 
 

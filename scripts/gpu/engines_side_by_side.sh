@@ -50,11 +50,7 @@ rollouts)
     ;;
 train)
     STEPS=${1:-3}; shift || true; need_gsm8k
-    ( source "${ENVF[sglang]}"
-      python3 -m extensions.data.gsm8k --input "$LONGFLOW_GSM8K_DIR/train.jsonl" --output-dir outputs/data/gsm8k_learn \
-          --agent-name long_workflow --interaction code_verify --limit 2000
-      python3 -m extensions.data.gsm8k --input "$LONGFLOW_GSM8K_DIR/test.jsonl" --split test \
-          --output-dir outputs/data/gsm8k_learn --agent-name long_workflow --interaction code_verify --limit 256 ) || exit 1
+    ( source "${ENVF[sglang]}" && PYTHON=python3 bash experiments/gsm8k_learn/prepare_data.sh ) || exit 1
     LONGFLOW_ENV_FILE=${ENVF[sglang]} LONGFLOW_MODEL_PATH=$MODEL bash scripts/gpu/train_bg.sh sglang_train \
         actor_rollout_ref.rollout.name=sglang "trainer.total_training_steps=$STEPS" \
         trainer.val_before_train=false trainer.test_freq=-1 "$@"

@@ -1,0 +1,100 @@
+"""The record every trajectory carries: termination reasons, the ``extras`` payload and turn records.
+
+One small module with no verl imports, read by the loop (``episode.py`` writes the records), the
+reward (``rewards/trajectory.py`` reads them), the metrics (``metrics.py``) and the estimators.
+``extras`` travels as the batch column ``extra_fields["extras"]``; its keys and the counts in it
+are the same for every trajectory, so verl can concatenate batches of different loops.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Any, Literal, TypedDict
+
+
+class Reason(str, Enum):
+    """Why a trajectory ended."""
+
+    FINAL_ANSWER = "final_answer"
+    INTERACTION_DONE = "interaction_done"
+    MAX_ASSISTANT_TURNS = "max_assistant_turns"
+    MAX_TOOL_ROUNDS = "max_tool_rounds"
+    MAX_USER_TURNS = "max_user_turns"
+    RESPONSE_BUDGET = "response_budget"
+    PROMPT_TOO_LONG = "prompt_too_long"
+    ERROR = "error"
+
+
+TERMINATION_REASONS: tuple[str, ...] = tuple(reason.value for reason in Reason)
+"""Every valid ``extras["termination_reason"]``, in declaration order."""
+
+COUNTS: tuple[str, ...] = (
+    "num_assistant_turns",
+    "num_tool_rounds",
+    "num_user_turns",
+    "num_tool_calls",
+    "num_tool_errors",
+    "num_malformed_tool_calls",
+    "num_executed_calls",
+    "num_successful_calls",
+    "num_invented_outputs",
+)
+"""The whole-number counts in every ``extras``: assistant turns (generations), rounds of tool results,
+user messages appended, tool calls run (inline code blocks included), calls that failed before or while
+running (unknown tool, bad arguments, timeout, exception), calls the parser could not read, calls the tool
+ran, calls that ran without error, ```` ```output ```` blocks the model wrote itself."""
+
+
+class CallRecord(TypedDict):
+    """One tool call and what it returned (``ToolOutcome.record``)."""
+
+    name: str
+    arguments: str
+    latency_s: float
+    reward: float | None
+    error: str | None
+    executed: bool
+    succeeded: bool
+    result: str
+
+
+class CodeCallRecord(CallRecord):
+    """A code block run inside an assistant turn; ``span`` locates its inserted output (mask 0)."""
+
+    span: list[int]
+
+
+class TurnRecord(TypedDict, total=False):
+    """One turn, located in the response tokens: ``response[span[0]:span[1]]``.
+
+    Every record has ``index``, ``role`` and ``span``; the rest depends on the role:
+    assistant: ``latency_s``, ``tool_calls`` (names), ``malformed_tool_calls``, ``anchor`` (context
+    hash), ``code_calls`` (code-fence format) and ``reward`` (its process reward, when the run's reward
+    is the pack's); tool: ``tool_calls`` (``CallRecord`` s), ``malformed_tool_calls``, ``latency_s``;
+    user: ``latency_s``, ``score``, ``text``, ``appended``.
+    """
+
+    index: int
+    role: Literal["assistant", "tool", "user"]
+    span: list[int]
+    latency_s: float
+    tool_calls: list[Any]
+    malformed_tool_calls: list[str]
+    anchor: str
+    code_calls: list[CodeCallRecord]
+    reward: float
+    score: float
+    text: str
+    appended: bool
+
+
+class Extras(TypedDict):
+    """``extra_fields["extras"]`` of one trajectory (plus the ``COUNTS``, each an int)."""
+
+    agent_name: str
+    termination_reason: str
+    error: str | None
+    turns: list[TurnRecord]
+    final_answer_text: str
+    interaction: str | None
+    opening_message: str | None
