@@ -1,11 +1,16 @@
 """The loop's side of code-fence tool calls (``extensions/code_fence.py``): caps, execution, records.
 
+A closed block runs unless a cap is reached or the same code already ran in the trajectory
+(``refusal``); then its output block says "Not run: ..." (mask 0), so the model never has to
+invent one, and a model that repeats itself is told so instead of getting the same output again.
+
 ``LongWorkflowAgent`` calls these from its generating state when its ``tool_parser`` is
 ``code_fence``; each works on the trajectory's ``Episode`` and its tool session.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from extensions.code_fence import CodeFenceSettings, call_arguments
@@ -45,41 +50,50 @@ def end_token_ids(tokenizer: Any) -> frozenset[int]:
     return frozenset(i for i in ids if isinstance(i, int))
 
 
-def inline_calls_left(data: Episode, fence: CodeFenceSettings | None) -> bool:
-    """May the turn still pause at a closing fence to run a block (both caps not reached)?"""
-    if fence is None:
-        return False
-    return len(data.code_calls) < fence.max_calls_per_turn and data.num_tool_calls < fence.max_calls_per_trajectory
+def refusal(episode: Episode, fence: CodeFenceSettings, code: str) -> str | None:
+    """Why a closed block is not run (a cap is reached, or the same code already ran), else None."""
+    executed_here = sum(1 for call in episode.code_calls if call["executed"])
+    if executed_here >= fence.max_calls_per_turn:
+        return f"Not run: at most {fence.max_calls_per_turn} code executions per turn."
+    if episode.num_executed_calls >= fence.max_calls_per_trajectory:
+        return f"Not run: at most {fence.max_calls_per_trajectory} code executions per conversation."
+    if code.strip() in episode.code_run:
+        return "Not run: this exact code already ran above; its output will not change."
+    return None
 
 
-async def run_block(data: Episode, fence: CodeFenceSettings, code: str) -> ToolOutcome:
-    """Run one block's code with the configured tool through the trajectory's tool session."""
-    return await data.tool_session.call(fence.tool, call_arguments(fence, code), data)
+async def run_block(episode: Episode, fence: CodeFenceSettings, code: str) -> ToolOutcome:
+    """Run one block's code with the configured tool, or refuse it (``refusal``): the outcome says which."""
+    arguments = call_arguments(fence, code)
+    why = refusal(episode, fence, code)
+    if why is not None:
+        return ToolOutcome(fence.tool, arguments, why, error="repeated" if "already ran" in why else "limit")
+    episode.code_run.add(code.strip())
+    return await episode.tool_session.call(fence.tool, arguments, episode)
 
 
-def append_tokens(data: Episode, token_ids: list[int]) -> None:
+def append_tokens(episode: Episode, token_ids: list[int]) -> None:
     """Append context tokens (mask 0, log-prob 0) to the running stream."""
-    data.prompt_ids = data.prompt_ids + token_ids
-    data.response_mask = data.response_mask + [0] * len(token_ids)
-    if data.response_logprobs:
-        data.response_logprobs = data.response_logprobs + [0.0] * len(token_ids)
+    episode.prompt_ids = episode.prompt_ids + token_ids
+    episode.response_mask = episode.response_mask + [0] * len(token_ids)
+    if episode.response_logprobs:
+        episode.response_logprobs = episode.response_logprobs + [0.0] * len(token_ids)
 
 
-def record_inline_call(data: Episode, outcome: ToolOutcome, start: int) -> None:
+def record_inline_call(episode: Episode, outcome: ToolOutcome, start: int) -> None:
     """Count a block run inside the turn; its output is ``response[start:]``."""
-    data.code_calls.append({**outcome.record(), "span": [start, len(data.response_mask)]})
-    count_outcomes(data, [outcome])
+    episode.code_calls.append({**outcome.record(), "span": [start, len(episode.response_mask)]})
+    count_outcomes(episode, [outcome])
 
 
-def calls_over_cap(data: Episode, fence: CodeFenceSettings) -> None:
-    """A trailing block past a cap is not run: it becomes a message saying so."""
-    if not data.tool_calls:
-        return
-    if len(data.code_calls) >= fence.max_calls_per_turn:
-        why = f"at most {fence.max_calls_per_turn} code executions per turn"
-    elif data.num_tool_calls >= fence.max_calls_per_trajectory:
-        why = f"at most {fence.max_calls_per_trajectory} code executions per conversation"
-    else:
-        return
-    data.parse_errors += [f"Not run: {why}." for _ in data.tool_calls]
-    data.tool_calls = []
+def refuse_trailing_calls(episode: Episode, fence: CodeFenceSettings) -> None:
+    """A block that ends the turn and may not run (``refusal``) becomes a message saying why."""
+    calls, episode.tool_calls = episode.tool_calls, []
+    for call in calls:
+        code = str(json.loads(call.arguments).get(fence.argument, ""))
+        why = refusal(episode, fence, code)
+        if why is None:
+            episode.tool_calls.append(call)
+            episode.code_run.add(code.strip())
+        else:
+            episode.parse_errors.append(why)

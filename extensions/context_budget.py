@@ -16,32 +16,18 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from extensions.token_text import TRUNCATION_NOTE, truncate_to_tokens  # noqa: F401  (also imported from here)
+
 if TYPE_CHECKING:
     from extensions.episode import Episode
 
 MergeContext = Callable[..., Awaitable[tuple[Any, list[int], list[float] | None]]]
 """``ToolAgentLoop.ct_merge_context_msg``: (previous, updated, token_ids, mask, logprobs, tools=) -> merge, mask, logprobs."""
 
-TRUNCATION_NOTE = "\n...(truncated to fit the response budget)"
-CHARS_PER_TOKEN_BOUND = 32
-"""Text beyond ``max_tokens * 32`` characters is cut before tokenising (then cut by tokens)."""
 MIN_RESULT_TOKENS = 8
 """A tool round is only started if each result can keep at least this many tokens."""
 FRAMING_BOUND = 128
 """Upper bound on the tokens a chat template adds around one context message."""
-
-
-def truncate_to_tokens(tokenizer: Any, text: str, max_tokens: int) -> str:
-    """Keep the head of ``text`` so that it plus the note is at most ``max_tokens`` tokens."""
-    if len(text.encode("utf-8")) <= max_tokens:  # a token is at least one byte (not one character)
-        return text
-    head = text[: max_tokens * CHARS_PER_TOKEN_BOUND]  # never tokenise megabytes to keep a few tokens
-    ids = tokenizer.encode(head, add_special_tokens=False)
-    if len(ids) <= max_tokens and len(head) == len(text):
-        return text
-    note_len = len(tokenizer.encode(TRUNCATION_NOTE, add_special_tokens=False))
-    keep = max(0, max_tokens - note_len)
-    return tokenizer.decode(ids[:keep]) + TRUNCATION_NOTE
 
 
 def shrink_messages(tokenizer: Any, messages: list[dict[str, Any]], overflow: int) -> list[dict[str, Any]]:
@@ -61,12 +47,12 @@ def shrink_messages(tokenizer: Any, messages: list[dict[str, Any]], overflow: in
     ]
 
 
-def room_left(data: Episode, response_length: int, reserve_final_tokens: int) -> int:
+def room_left(episode: Episode, response_length: int, reserve_final_tokens: int) -> int:
     """Response tokens still free for context messages (the final-answer reserve kept)."""
-    return response_length - len(data.response_mask) - reserve_final_tokens
+    return response_length - len(episode.response_mask) - reserve_final_tokens
 
 
-async def fits(merge: MergeContext, data: Episode, messages: list[dict[str, Any]], *, room: int) -> bool:
+async def fits(merge: MergeContext, episode: Episode, messages: list[dict[str, Any]], *, room: int) -> bool:
     """Would ``messages``, each grown by ``MIN_RESULT_TOKENS`` tokens, fit in ``room``?
 
     Asked with empty tool messages before a tool round runs. Rendering costs as much as
@@ -77,13 +63,18 @@ async def fits(merge: MergeContext, data: Episode, messages: list[dict[str, Any]
     if room >= extra + FRAMING_BOUND * (len(messages) + 1):
         return True
     _, mask, _ = await merge(
-        data.messages, data.messages + messages, data.prompt_ids, data.response_mask, None, tools=data.schemas
+        episode.messages,
+        episode.messages + messages,
+        episode.prompt_ids,
+        episode.response_mask,
+        None,
+        tools=episode.schemas,
     )
-    return len(mask) - len(data.response_mask) + extra <= room
+    return len(mask) - len(episode.response_mask) + extra <= room
 
 
 async def append_context(
-    merge: MergeContext, tokenizer: Any, data: Episode, messages: list[dict[str, Any]], *, room: int, shrink: bool
+    merge: MergeContext, tokenizer: Any, episode: Episode, messages: list[dict[str, Any]], *, room: int, shrink: bool
 ) -> bool:
     """Append context messages (mask 0) within ``room``; shrink them by tokens until they fit.
 
@@ -91,23 +82,23 @@ async def append_context(
     """
     for _attempt in range(4):
         merged, mask, logprobs = await merge(
-            data.messages,
-            data.messages + messages,
-            data.prompt_ids,
-            data.response_mask,
-            data.response_logprobs or None,
-            tools=data.schemas,
+            episode.messages,
+            episode.messages + messages,
+            episode.prompt_ids,
+            episode.response_mask,
+            episode.response_logprobs or None,
+            tools=episode.schemas,
         )
-        overflow = len(mask) - len(data.response_mask) - room
+        overflow = len(mask) - len(episode.response_mask) - room
         if overflow <= 0:
             break
         if not shrink:
             return False
         messages = shrink_messages(tokenizer, messages, overflow)
-    data.messages.extend(messages)
-    data.prompt_ids, data.response_mask = merged.token_ids, mask
-    if data.response_logprobs:
-        data.response_logprobs = logprobs or []
+    episode.messages.extend(messages)
+    episode.prompt_ids, episode.response_mask = merged.token_ids, mask
+    if episode.response_logprobs:
+        episode.response_logprobs = logprobs or []
     return True
 
 

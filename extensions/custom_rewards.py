@@ -16,7 +16,7 @@ the reward; every key lands in ``reward_extra_info``, which verl stacks with ``n
 across samples, so all samples return the same keys (``REWARD_KEYS``), all floats.
 
     score = w_outcome * outcome + w_turn * mean(turn_scores) + w_tool * mean(tool_rewards)
-            + min(w_exec * num_successful_calls, exec_bonus_cap)
+            + min(w_exec * num_successful_calls, exec_bonus_cap)   (x outcome if exec_bonus_if_correct)
             - w_format * num_malformed_tool_calls - termination_penalty
 
 An empty list's mean is 0; a trajectory whose termination reason is ``error`` has outcome 0.
@@ -79,6 +79,8 @@ def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: R
     tool_mean = _mean(pieces.tool_rewards)
     format_penalty = settings.w_format * pieces.num_malformed_tool_calls
     exec_bonus = min(settings.w_exec * pieces.num_successful_calls, settings.exec_bonus_cap)
+    if settings.exec_bonus_if_correct and not outcome:
+        exec_bonus = 0.0
     termination_penalty = {"error": settings.error_penalty, "response_budget": settings.budget_penalty}.get(reason, 0.0)
     score = (
         settings.w_outcome * outcome

@@ -32,11 +32,10 @@ from verl.utils.rollout_trace import rollout_trace_op
 from extensions.code_fence import STOP_STRINGS, invented_outputs, output_block, trailing_call
 from extensions.code_fence_loop import (
     append_tokens,
-    calls_over_cap,
     code_fence_settings,
     end_token_ids,
-    inline_calls_left,
     record_inline_call,
+    refuse_trailing_calls,
     run_block,
 )
 from extensions.context_budget import append_context, cache_prefix_renders, fits, room_left, truncate_to_tokens
@@ -62,7 +61,7 @@ from extensions.loop_settings import VERL_LOOP_KWARGS, LoopSettings, parse_setti
 from extensions.records_schema import Reason
 from extensions.rewards.turns import settings_from_trainer_config
 from extensions.tool_session import result_messages, run_calls, tool_message, tool_schemas
-from extensions.verl_compat import tool_parser_registry
+from extensions.verl_compat import build_assistant_message, tool_parser_registry
 
 logger = logging.getLogger(__name__)
 
@@ -127,26 +126,26 @@ class LongWorkflowAgent(ToolAgentLoop):
         (``catch_errors``); tools and user are always closed (``episode.close_episode``); the
         output carries ``extras`` and per-turn rewards (``episode.build_output``).
         """
-        data = Episode(
+        episode = Episode(
             messages=list(kwargs.get("raw_prompt") or []),
             request_id=str(kwargs.get("trajectory_id") or uuid4().hex),
             tools_kwargs=dict(kwargs.get("tools_kwargs") or {}),
         )
         try:
             services = {"server_manager": self.server_manager, "tokenizer": self.tokenizer}
-            await open_episode(data, kwargs, self.tools, self.interactions, self.settings, self.agent_name, services)
+            await open_episode(episode, kwargs, self.tools, self.interactions, self.settings, self.agent_name, services)
             phase = Phase.PENDING
             while phase != Phase.TERMINATED:
-                phase = await self._step(phase, data, sampling_params)
+                phase = await self._step(phase, episode, sampling_params)
         except Exception as exc:
             if not self.settings.catch_errors:
                 raise
             logger.warning("sample %s failed: %s: %s", sample_label(kwargs), type(exc).__name__, exc)
-            data.reason, data.error = Reason.ERROR, f"{type(exc).__name__}: {exc}"
+            episode.reason, episode.error = Reason.ERROR, f"{type(exc).__name__}: {exc}"
         finally:
-            await close_episode(data)
+            await close_episode(episode)
         return build_output(
-            data,
+            episode,
             self.tokenizer,
             agent_name=self.agent_name,
             response_length=self.response_length,
@@ -154,40 +153,40 @@ class LongWorkflowAgent(ToolAgentLoop):
             reward_settings=self.reward_settings,
         )
 
-    async def _step(self, phase: Phase, data: Episode, sampling_params: dict[str, Any]) -> Phase:
+    async def _step(self, phase: Phase, episode: Episode, sampling_params: dict[str, Any]) -> Phase:
         if phase == Phase.PENDING:
-            return await self._handle_pending_state(data, sampling_params)
+            return await self._handle_pending_state(episode, sampling_params)
         if phase == Phase.GENERATING:
-            return await self._handle_generating_state(data, sampling_params)
+            return await self._handle_generating_state(episode, sampling_params)
         if phase == Phase.PROCESSING_TOOLS:
-            return await self._handle_processing_tools_state(data)
+            return await self._handle_processing_tools_state(episode)
         if phase == Phase.INTERACTING:
-            return await self._handle_interacting_state(data)
+            return await self._handle_interacting_state(episode)
         raise RuntimeError(f"invalid phase {phase}")
 
-    async def _handle_pending_state(self, data: Episode, sampling_params: dict[str, Any]) -> Phase:
+    async def _handle_pending_state(self, episode: Episode, sampling_params: dict[str, Any]) -> Phase:
         """Replaces ``ToolAgentLoop._handle_pending_state``: build the prompt tokens.
 
         Differs: the schemas are the session's tools' (minus a code-fence tool); a prompt over ``prompt_length`` ends the
         trajectory as ``prompt_too_long`` (verl sends it to the server anyway).
         """
         hidden = {self.fence.tool} if self.fence else set()  # the system prompt describes the fence instead
-        data.schemas = tool_schemas({k: t for k, t in data.tool_session.tools.items() if k not in hidden})
+        episode.schemas = tool_schemas({k: t for k, t in episode.tool_session.tools.items() if k not in hidden})
         builder = self.continuous_token_builder
         prompt_ids = await self.loop.run_in_executor(
-            None, lambda: builder.build_initial_tokens(data.messages, tools=data.schemas)
+            None, lambda: builder.build_initial_tokens(episode.messages, tools=episode.schemas)
         )
         if len(prompt_ids) > self.prompt_length:
-            data.prompt_ids = prompt_ids[-self.prompt_length :]
-            return data.finish(
+            episode.prompt_ids = prompt_ids[-self.prompt_length :]
+            return episode.finish(
                 Reason.PROMPT_TOO_LONG,
                 f"prompt has {len(prompt_ids)} tokens; rollout.prompt_length is {self.prompt_length}",
             )
-        data.prompt_ids = prompt_ids
+        episode.prompt_ids = prompt_ids
         return Phase.GENERATING
 
     async def _handle_generating_state(
-        self, data: Episode, sampling_params: dict[str, Any], ignore_termination: bool = False
+        self, episode: Episode, sampling_params: dict[str, Any], ignore_termination: bool = False
     ) -> Phase:
         """Replaces ``ToolAgentLoop._handle_generating_state``: one assistant turn.
 
@@ -196,33 +195,33 @@ class LongWorkflowAgent(ToolAgentLoop):
         ``max_parallel_calls``; the turn is recorded; limits are checked after parsing, per
         kind (``episode.after_assistant``); a reply without calls goes to the user, if any.
         """
-        start, started = len(data.response_mask), time.perf_counter()
-        anchor = context_anchor(data.prompt_ids)
-        data.assistant_turns += 1
-        token_ids = await self._reply(data, sampling_params)
+        start, started = len(episode.response_mask), time.perf_counter()
+        anchor = context_anchor(episode.prompt_ids)
+        episode.assistant_turns += 1
+        token_ids = await self._reply(episode, sampling_params)
         content, calls, errors = await self._parse(token_ids)
-        data.last_assistant_ids = token_ids
-        keep_calls(data, calls, errors, self.max_parallel_calls)
+        episode.last_assistant_ids = token_ids
+        keep_calls(episode, calls, errors, self.max_parallel_calls)
         if self.fence is not None:
-            calls_over_cap(data, self.fence)
-        data.add_turn(
+            refuse_trailing_calls(episode, self.fence)
+        episode.add_turn(
             "assistant",
             start,
-            len(data.response_mask),
+            len(episode.response_mask),
             latency_s=round(time.perf_counter() - started, 6),
-            tool_calls=[c.name for c in data.tool_calls],
+            tool_calls=[c.name for c in episode.tool_calls],
             malformed_tool_calls=errors,
             anchor=anchor,
-            **data.take_inline_record(),
+            **episode.take_inline_record(),
         )
-        if len(data.response_mask) >= self.response_length:
-            return data.finish(Reason.RESPONSE_BUDGET, "the response budget ran out while generating")
-        data.messages.append(self._build_assistant_message(content, data))
+        if len(episode.response_mask) >= self.response_length:
+            return episode.finish(Reason.RESPONSE_BUDGET, "the response budget ran out while generating")
+        episode.messages.append(build_assistant_message(self, content, episode))
         return after_assistant(
-            data, max_assistant_turns=self.max_assistant_turns, max_tool_rounds=self.settings.max_tool_rounds
+            episode, max_assistant_turns=self.max_assistant_turns, max_tool_rounds=self.settings.max_tool_rounds
         )
 
-    async def _handle_processing_tools_state(self, data: Episode) -> Phase:
+    async def _handle_processing_tools_state(self, episode: Episode) -> Phase:
         """Replaces ``ToolAgentLoop._handle_processing_tools_state``: one round of tool results.
 
         Differs: tools run only if every result has room (``context_budget.fits``); calls go
@@ -230,133 +229,134 @@ class LongWorkflowAgent(ToolAgentLoop):
         cap); results are cut by tokens and shrunk to fit rather than dropped; parse errors
         are answered too; the round counts as a tool round, not a user turn, and is recorded.
         """
-        start = len(data.response_mask)
-        placeholders = [tool_message("", c.tool_call_id) for c in data.tool_calls]
-        placeholders += [tool_message("") for _ in data.parse_errors]
-        if not await fits(self.ct_merge_context_msg, data, placeholders, room=self._room(data)):
-            return data.finish(Reason.RESPONSE_BUDGET, "no room left for tool results; tools were not run")
-        with simple_timer("tool_calls", data.metrics):
-            outcomes = await run_calls(data.tool_session, data.tool_calls, data)
+        start = len(episode.response_mask)
+        placeholders = [tool_message("", c.tool_call_id) for c in episode.tool_calls]
+        placeholders += [tool_message("") for _ in episode.parse_errors]
+        if not await fits(self.ct_merge_context_msg, episode, placeholders, room=self._room(episode)):
+            return episode.finish(Reason.RESPONSE_BUDGET, "no room left for tool results; tools were not run")
+        with simple_timer("tool_calls", episode.metrics):
+            outcomes = await run_calls(episode.tool_session, episode.tool_calls, episode)
         cap = self.settings.max_tool_response_tokens
-        messages = result_messages(self.tokenizer, outcomes, data.tool_calls, data.parse_errors, cap)
+        messages = result_messages(self.tokenizer, outcomes, episode.tool_calls, episode.parse_errors, cap)
         await append_context(
-            self.ct_merge_context_msg, self.tokenizer, data, messages, room=self._room(data), shrink=True
+            self.ct_merge_context_msg, self.tokenizer, episode, messages, room=self._room(episode), shrink=True
         )
-        record_tool_round(data, outcomes, start)
+        record_tool_round(episode, outcomes, start)
         return Phase.GENERATING
 
-    async def _handle_interacting_state(self, data: Episode) -> Phase:
+    async def _handle_interacting_state(self, episode: Episode) -> Phase:
         """Replaces verl <= 0.7's ``ToolAgentLoop._handle_interacting_state``: one user turn.
 
         The user (``interaction.generate_response``) scores the last answer and may stop; a
         message past ``max_user_turns``/``max_assistant_turns`` or without room ends the
         trajectory and is recorded but not appended.
         """
-        start, started = len(data.response_mask), time.perf_counter()
-        stop, text, score, _ = await data.interaction.generate_response(
-            data.interaction_id, data.messages, **data.interaction_kwargs
+        start, started = len(episode.response_mask), time.perf_counter()
+        stop, text, score, _ = await episode.interaction.generate_response(
+            episode.interaction_id, episode.messages, **episode.interaction_kwargs
         )
-        data.turn_scores.append(float(score))
+        episode.turn_scores.append(float(score))
         record = {"latency_s": round(time.perf_counter() - started, 6), "score": float(score), "text": text}
         limits = {"max_user_turns": self.max_user_turns, "max_assistant_turns": self.max_assistant_turns}
-        reason, detail = (Reason.INTERACTION_DONE if stop else user_turn_limit(data, **limits)), None
+        reason, detail = (Reason.INTERACTION_DONE if stop else user_turn_limit(episode, **limits)), None
         if reason is None:
             message = [{"role": "user", "content": text}]
-            merge, room = self.ct_merge_context_msg, self._room(data)
-            if await append_context(merge, self.tokenizer, data, message, room=room, shrink=False):
-                data.user_turns += 1
-                data.add_turn("user", start, len(data.response_mask), appended=True, **record)
+            merge, room = self.ct_merge_context_msg, self._room(episode)
+            if await append_context(merge, self.tokenizer, episode, message, room=room, shrink=False):
+                episode.user_turns += 1
+                episode.add_turn("user", start, len(episode.response_mask), appended=True, **record)
                 return Phase.GENERATING
             reason, detail = Reason.RESPONSE_BUDGET, "no room left for the user's message"
-        data.add_turn("user", start, start, appended=False, **record)
-        return data.finish(reason, detail)
+        episode.add_turn("user", start, start, appended=False, **record)
+        return episode.finish(reason, detail)
 
     # -- what needs the loop's server, parser and token merges ----------------------------
 
-    def _room(self, data: Episode) -> int:
-        return room_left(data, self.response_length, self.settings.reserve_final_tokens)
+    def _room(self, episode: Episode) -> int:
+        return room_left(episode, self.response_length, self.settings.reserve_final_tokens)
 
-    async def _reply(self, data: Episode, sampling_params: dict[str, Any]) -> list[int]:
+    async def _reply(self, episode: Episode, sampling_params: dict[str, Any]) -> list[int]:
         """One assistant turn's tokens; with ``code_fence``, blocks run as they close (module docstring there).
 
         A pause at a closing fence whose block is a call runs it and appends its output (mask 0);
         a pause at any other fence resumes. The turn ends at an end token or when the budget is spent.
         """
-        output = await self._generate(data, sampling_params, stop=self._pause_at_fences(data, 0))
+        output = await self._generate(episode, sampling_params, stop=self._pause_at_fences(episode, 0))
         token_ids, pending, pauses = list(output.token_ids), list(output.token_ids), 0
         while self.fence is not None and token_ids[-1] not in self.end_ids:
-            if len(data.response_mask) >= self.response_length:
+            if len(episode.response_mask) >= self.response_length:
                 break
             pauses += 1
             text = self.tool_parser.decode(pending)
             block = trailing_call(text, self.fence.languages)
             if block is not None:
-                data.num_invented_outputs += invented_outputs(text)
-                inserted = await self._run_inline(data, block, text)
+                episode.num_invented_outputs += invented_outputs(text)
+                inserted = await self._run_inline(episode, block, text)
                 if inserted is None:
                     return token_ids
                 token_ids, pending = token_ids + inserted, []
-            output = await self._generate(data, sampling_params, stop=self._pause_at_fences(data, pauses))
+            output = await self._generate(episode, sampling_params, stop=self._pause_at_fences(episode, pauses))
             token_ids, pending = token_ids + output.token_ids, pending + output.token_ids
         if self.fence is not None:
-            data.num_invented_outputs += invented_outputs(self.tool_parser.decode(pending))
+            episode.num_invented_outputs += invented_outputs(self.tool_parser.decode(pending))
         return token_ids
 
-    def _pause_at_fences(self, data: Episode, pauses: int) -> bool:
-        """Stop at closing fences while calls are left (and a turn has not paused absurdly often)."""
-        return inline_calls_left(data, self.fence) and pauses < 4 * (self.fence.max_calls_per_turn + 2)
+    def _pause_at_fences(self, episode: Episode, pauses: int) -> bool:
+        """Stop at closing fences (a block past a cap is answered "Not run", never left to be invented)
+        until the turn has paused absurdly often."""
+        return self.fence is not None and pauses < 4 * (self.fence.max_calls_per_turn + 2)
 
-    async def _run_inline(self, data: Episode, block: Any, text: str) -> list[int] | None:
+    async def _run_inline(self, episode: Episode, block: Any, text: str) -> list[int] | None:
         """Run one closed block and append its output block (mask 0); None if it does not fit."""
-        start = len(data.response_mask)
-        outcome = await run_block(data, self.fence, block.code)
+        start = len(episode.response_mask)
+        outcome = await run_block(episode, self.fence, block.code)
         result = truncate_to_tokens(self.tokenizer, outcome.text, self.fence.max_output_tokens)
         ids = self.tokenizer.encode(output_block(result, after=text), add_special_tokens=False)
-        if len(ids) > self._room(data):
-            data.finish(Reason.RESPONSE_BUDGET, "no room left for a code block's output")
+        if len(ids) > self._room(episode):
+            episode.finish(Reason.RESPONSE_BUDGET, "no room left for a code block's output")
             return None
-        append_tokens(data, ids)
-        record_inline_call(data, outcome, start)
+        append_tokens(episode, ids)
+        record_inline_call(episode, outcome, start)
         return ids
 
-    async def _generate(self, data: Episode, sampling_params: dict[str, Any], *, stop: bool = False) -> Any:
+    async def _generate(self, episode: Episode, sampling_params: dict[str, Any], *, stop: bool = False) -> Any:
         """One server call with ``max_tokens`` = the budget left, the parser's stop tokens, the fence stop.
 
         The reply is merged into the stream (mask 1; ``<think>`` 0 if not in the loss).
         """
-        params = {**sampling_params, "max_tokens": self.response_length - len(data.response_mask)}
+        params = {**sampling_params, "max_tokens": self.response_length - len(episode.response_mask)}
         if stop:
             params["stop"] = sorted(set(params.get("stop") or []) | set(STOP_STRINGS))
         if self.tool_parser.stop_token_ids:
             params["stop_token_ids"] = sorted(
                 set(params.get("stop_token_ids") or []) | set(self.tool_parser.stop_token_ids)
             )
-        with simple_timer("generate_sequences", data.metrics):
+        with simple_timer("generate_sequences", episode.metrics):
             output = await self.server_manager.generate(
-                request_id=data.request_id, prompt_ids=data.prompt_ids, sampling_params=params
+                request_id=episode.request_id, prompt_ids=episode.prompt_ids, sampling_params=params
             )
-        absorb_generation(data, output)
+        absorb_generation(episode, output)
         if not output.token_ids:
             raise RuntimeError("the server returned an empty response (0 tokens)")
-        await self._merge_assistant(data, output)
+        await self._merge_assistant(episode, output)
         return output
 
-    async def _merge_assistant(self, data: Episode, output: Any) -> None:
+    async def _merge_assistant(self, episode: Episode, output: Any) -> None:
         """Append the reply's tokens exactly as generated (mask 1; ``<think>`` 0 if not in the loss)."""
-        data.response_ids = output.token_ids
-        use_logprobs = bool(data.response_logprobs or output.log_probs)
+        episode.response_ids = output.token_ids
+        use_logprobs = bool(episode.response_logprobs or output.log_probs)
         merge, mask, logprobs = await self.ct_merge_assistant_token(
-            data.prompt_ids,
+            episode.prompt_ids,
             output.token_ids,
-            data.response_mask,
-            data.response_logprobs if use_logprobs else None,
+            episode.response_mask,
+            episode.response_logprobs if use_logprobs else None,
             assistant_logprobs=output.log_probs or None,
         )
         if not self.settings.thinking_in_loss and self.think_ids:
             mask_thinking(mask, output.token_ids, self.think_ids)
-        data.prompt_ids, data.response_mask = merge.token_ids, mask
+        episode.prompt_ids, episode.response_mask = merge.token_ids, mask
         if logprobs is not None:
-            data.response_logprobs = logprobs
+            episode.response_logprobs = logprobs
 
     async def _parse(self, token_ids: list[int]) -> tuple[str, list[Any], list[str]]:
         """(content, calls, errors): the pack's parsers report errors; verl's report none."""

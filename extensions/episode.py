@@ -26,6 +26,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.experimental.agent_loop.tool_agent_loop import AgentData
 
 from extensions.errors import SampleError, choices
+from extensions.interactions.base import BaseInteraction
 from extensions.loop_settings import LoopSettings
 from extensions.records_schema import Extras, Reason, TurnRecord
 from extensions.rewards.settings import RewardSettings
@@ -45,7 +46,13 @@ class Phase(Enum):
 
 
 class Episode(AgentData):
-    """verl's AgentData plus what the long-workflow loop tracks."""
+    """verl's AgentData plus what the long-workflow loop tracks.
+
+    As in verl, ``prompt_ids`` is the running context: the prompt and every response token so far
+    (assistant, tool, user); the response is its last ``len(response_mask)`` tokens. ``response_ids``
+    (verl's) is the last server reply; ``last_assistant_ids`` the whole last assistant turn (several
+    replies when code blocks ran inside it).
+    """
 
     def __init__(self, *, messages: list[dict[str, Any]], request_id: str, tools_kwargs: dict[str, Any]):
         super().__init__(
@@ -68,16 +75,18 @@ class Episode(AgentData):
         self.error: str | None = None
         self.final_answer_text = ""
         self.last_assistant_ids: list[int] = []
-        self.interaction: Any = None
+        self.interaction: BaseInteraction | None = None
         self.interaction_name: str | None = None
         self.interaction_id: str | None = None
         self.interaction_kwargs: dict[str, Any] = {}
-        self.tool_session: Any = None
+        self.tool_session: ToolSession | None = None
         self.schemas: list[dict[str, Any]] | None = None
         self.opening_message: str | None = None
         self.num_executed_calls = 0
         self.num_successful_calls = 0
         self.num_invented_outputs = 0
+        self.code_run: set[str] = set()
+        """Code of the blocks run so far (code-fence format): the same code is not run twice."""
         self.code_calls: list[dict[str, Any]] = []
         """This turn's code blocks run inside it (code-fence format), until its record takes them."""
 
@@ -134,7 +143,7 @@ def sample_label(kwargs: dict[str, Any]) -> str:
 
 
 async def open_episode(
-    data: Episode,
+    episode: Episode,
     kwargs: dict[str, Any],
     tools: dict[str, Any],
     interactions: dict[str, Any],
@@ -144,18 +153,18 @@ async def open_episode(
 ) -> None:
     """Check the sample (``kwargs``: its columns); open its tool session and its user (``agent_name``'s entry)."""
     label = sample_label(kwargs)
-    if not data.messages:
+    if not episode.messages:
         raise SampleError(f"sample {label}: 'raw_prompt' is missing or empty")
-    data.tool_session = ToolSession(
+    episode.tool_session = ToolSession(
         select_tools(tools, kwargs.get("extra_info"), sample=label, default=settings.tool_selection),
-        data.tools_kwargs,
+        episode.tools_kwargs,
         timeout_s=settings.tool_timeout_s,
         concurrency=settings.tool_concurrency,
         default_concurrency=settings.default_tool_concurrency,
         owner=agent_name,
     )
     await start_interaction(
-        data,
+        episode,
         kwargs,
         interactions,
         agent_name=agent_name,
@@ -166,7 +175,7 @@ async def open_episode(
 
 
 async def start_interaction(
-    data: Episode,
+    episode: Episode,
     kwargs: dict[str, Any],
     interactions: dict[str, Any],
     *,
@@ -195,41 +204,41 @@ async def start_interaction(
             f"sample {sample_label(kwargs)}: interaction_kwargs.name={name!r} is not defined in {where}; "
             f"valid names: {choices(interactions)}"
         )
-    data.interaction, data.interaction_name, data.interaction_kwargs = interactions[name], name, ikwargs
+    episode.interaction, episode.interaction_name, episode.interaction_kwargs = interactions[name], name, ikwargs
     # like verl <= 0.7, the interaction instance is keyed by the request id
-    extra = (services or {}) if getattr(data.interaction, "uses_policy_server", False) else {}
-    data.interaction_id = await data.interaction.start_interaction(data.request_id, **ikwargs, **extra)
-    opening = getattr(data.interaction, "opening_message", None)
-    text = await opening(data.interaction_id) if opening is not None else None
+    extra = (services or {}) if getattr(episode.interaction, "uses_policy_server", False) else {}
+    episode.interaction_id = await episode.interaction.start_interaction(episode.request_id, **ikwargs, **extra)
+    opening = getattr(episode.interaction, "opening_message", None)
+    text = await opening(episode.interaction_id) if opening is not None else None
     if text:  # e.g. an environment's reset() observation: part of the prompt
-        data.opening_message = text
-        data.messages.append({"role": "user", "content": text})
+        episode.opening_message = text
+        episode.messages.append({"role": "user", "content": text})
 
 
-async def close_episode(data: Episode) -> None:
+async def close_episode(episode: Episode) -> None:
     """Release the tool instances (problems join ``parse_errors``) and finalize the interaction; never raises."""
-    if data.tool_session is not None:
-        for problem in await data.tool_session.close():
-            data.parse_errors.append(problem)
-    if data.interaction is not None and data.interaction_id is not None:
+    if episode.tool_session is not None:
+        for problem in await episode.tool_session.close():
+            episode.parse_errors.append(problem)
+    if episode.interaction is not None and episode.interaction_id is not None:
         try:
-            await data.interaction.finalize_interaction(data.interaction_id, **data.interaction_kwargs)
+            await episode.interaction.finalize_interaction(episode.interaction_id, **episode.interaction_kwargs)
         except Exception as exc:
-            logger.warning("finalize_interaction of %s failed: %s", data.interaction_name, exc)
+            logger.warning("finalize_interaction of %s failed: %s", episode.interaction_name, exc)
 
 
 # -- one assistant turn --------------------------------------------------------------------
 
 
-def absorb_generation(data: Episode, output: Any) -> None:
+def absorb_generation(episode: Episode, output: Any) -> None:
     """Add a server reply's ``num_preempted`` and ``extra_fields`` to the trajectory's."""
     preempted = output.num_preempted if output.num_preempted is not None else 0
-    data.metrics["num_preempted"] = data.metrics.get("num_preempted", 0) + preempted
+    episode.metrics["num_preempted"] = episode.metrics.get("num_preempted", 0) + preempted
     for key, value in (output.extra_fields or {}).items():
         if key == "max_global_steps" and value is not None:
-            data.extra_fields[key] = value
+            episode.extra_fields[key] = value
         else:
-            data.extra_fields.setdefault(key, value)
+            episode.extra_fields.setdefault(key, value)
 
 
 def mask_thinking(mask: list[int], token_ids: list[int], think_ids: tuple[int, int]) -> None:
@@ -239,58 +248,58 @@ def mask_thinking(mask: list[int], token_ids: list[int], think_ids: tuple[int, i
         mask[offset + lo : offset + hi] = [0] * (hi - lo)
 
 
-def keep_calls(data: Episode, calls: list[Any], errors: list[str], max_parallel_calls: int) -> None:
+def keep_calls(episode: Episode, calls: list[Any], errors: list[str], max_parallel_calls: int) -> None:
     """Keep the first ``max_parallel_calls`` calls; the others and the parse errors become ``parse_errors``."""
-    data.tool_calls = calls[:max_parallel_calls]
-    data.parse_errors = errors + [
+    episode.tool_calls = calls[:max_parallel_calls]
+    episode.parse_errors = errors + [
         f"Tool call '{c.name}' was not run: at most {max_parallel_calls} tool call(s) per turn."
         for c in calls[max_parallel_calls:]
     ]
-    data.num_malformed_tool_calls += len(errors)
+    episode.num_malformed_tool_calls += len(errors)
 
 
-def after_assistant(data: Episode, *, max_assistant_turns: int, max_tool_rounds: int) -> Phase:
+def after_assistant(episode: Episode, *, max_assistant_turns: int, max_tool_rounds: int) -> Phase:
     """Where an assistant turn leads: tools, the user, or the end (with its reason)."""
-    wants_tools = bool(data.tool_calls or data.parse_errors)
-    if wants_tools and data.assistant_turns >= max_assistant_turns:
-        return data.finish(Reason.MAX_ASSISTANT_TURNS)
-    if wants_tools and data.tool_rounds >= max_tool_rounds:
-        return data.finish(Reason.MAX_TOOL_ROUNDS)
+    wants_tools = bool(episode.tool_calls or episode.parse_errors)
+    if wants_tools and episode.assistant_turns >= max_assistant_turns:
+        return episode.finish(Reason.MAX_ASSISTANT_TURNS)
+    if wants_tools and episode.tool_rounds >= max_tool_rounds:
+        return episode.finish(Reason.MAX_TOOL_ROUNDS)
     if wants_tools:
         return Phase.PROCESSING_TOOLS
-    if data.interaction is None:
-        return data.finish(Reason.FINAL_ANSWER)
+    if episode.interaction is None:
+        return episode.finish(Reason.FINAL_ANSWER)
     return Phase.INTERACTING
 
 
-def user_turn_limit(data: Episode, *, max_user_turns: int, max_assistant_turns: int) -> Reason | None:
+def user_turn_limit(episode: Episode, *, max_user_turns: int, max_assistant_turns: int) -> Reason | None:
     """The limit a further user message would break, if any (user turns first)."""
-    if data.user_turns >= max_user_turns:
+    if episode.user_turns >= max_user_turns:
         return Reason.MAX_USER_TURNS
-    if data.assistant_turns >= max_assistant_turns:
+    if episode.assistant_turns >= max_assistant_turns:
         return Reason.MAX_ASSISTANT_TURNS
     return None
 
 
-def count_outcomes(data: Episode, outcomes: Sequence[Any]) -> None:
+def count_outcomes(episode: Episode, outcomes: Sequence[Any]) -> None:
     """Add tool outcomes (``ToolOutcome`` s) to the trajectory's counters and tool rewards."""
-    data.num_tool_calls += len(outcomes)
-    data.num_tool_errors += sum(o.error is not None for o in outcomes)
-    data.num_executed_calls += sum(o.executed for o in outcomes)
-    data.num_successful_calls += sum(o.succeeded for o in outcomes)
-    data.tool_rewards.extend(float(o.reward) for o in outcomes if o.reward is not None)
+    episode.num_tool_calls += len(outcomes)
+    episode.num_tool_errors += sum(o.error is not None for o in outcomes)
+    episode.num_executed_calls += sum(o.executed for o in outcomes)
+    episode.num_successful_calls += sum(o.succeeded for o in outcomes)
+    episode.tool_rewards.extend(float(o.reward) for o in outcomes if o.reward is not None)
 
 
-def record_tool_round(data: Episode, outcomes: Sequence[Any], start: int) -> None:
+def record_tool_round(episode: Episode, outcomes: Sequence[Any], start: int) -> None:
     """Count a finished tool round (``ToolOutcome`` s) and record it as the turn ``response[start:]``."""
-    data.tool_rounds += 1
-    count_outcomes(data, outcomes)
-    data.add_turn(
+    episode.tool_rounds += 1
+    count_outcomes(episode, outcomes)
+    episode.add_turn(
         "tool",
         start,
-        len(data.response_mask),
+        len(episode.response_mask),
         tool_calls=[o.record() for o in outcomes],
-        malformed_tool_calls=list(data.parse_errors),
+        malformed_tool_calls=list(episode.parse_errors),
         latency_s=round(max((o.latency_s for o in outcomes), default=0.0), 6),
     )
 
@@ -299,7 +308,7 @@ def record_tool_round(data: Episode, outcomes: Sequence[Any], start: int) -> Non
 
 
 def build_output(
-    data: Episode,
+    episode: Episode,
     tokenizer: Any,
     *,
     agent_name: str,
@@ -312,35 +321,35 @@ def build_output(
     A trajectory that ended in ``error`` keeps its tokens with mask 0. With ``reward_settings``
     (the run's reward is the pack's ``compute_score``) each assistant record gets its ``reward``.
     """
-    if data.last_assistant_ids:
-        data.final_answer_text = tokenizer.decode(data.last_assistant_ids, skip_special_tokens=True)
+    if episode.last_assistant_ids:
+        episode.final_answer_text = tokenizer.decode(episode.last_assistant_ids, skip_special_tokens=True)
     eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
-    if not data.prompt_ids:  # failed before the prompt was built
-        data.prompt_ids = [eos_id]
-    n = len(data.response_mask)
-    prompt_ids, response_ids = data.prompt_ids[: len(data.prompt_ids) - n], data.prompt_ids[-n:] if n else []
-    mask, logprobs = list(data.response_mask), list(data.response_logprobs) or None
+    if not episode.prompt_ids:  # failed before the prompt was built
+        episode.prompt_ids = [eos_id]
+    n = len(episode.response_mask)
+    prompt_ids, response_ids = episode.prompt_ids[: len(episode.prompt_ids) - n], episode.prompt_ids[-n:] if n else []
+    mask, logprobs = list(episode.response_mask), list(episode.response_logprobs) or None
     if not response_ids:  # verl needs one response token; it carries no loss
         response_ids, mask, logprobs = [eos_id], [0], ([0.0] if logprobs is not None else None)
     if logprobs is None and calculate_log_probs:  # keep the batch's columns uniform
         logprobs = [0.0] * len(response_ids)
-    if data.reason == Reason.ERROR:
+    if episode.reason == Reason.ERROR:
         mask = [0] * len(mask)  # never train on a broken trajectory
     output = AgentLoopOutput(
         prompt_ids=prompt_ids,
         response_ids=response_ids[:response_length],
         response_mask=mask[:response_length],
         response_logprobs=logprobs[:response_length] if logprobs else None,
-        num_turns=data.assistant_turns + data.tool_rounds + data.user_turns + 1,
-        metrics=data.metrics,
-        extra_fields=data.extra_fields,
+        num_turns=episode.assistant_turns + episode.tool_rounds + episode.user_turns + 1,
+        metrics=episode.metrics,
+        extra_fields=episode.extra_fields,
     )
     if reward_settings is not None:
-        assistant = [t for t in data.turns if t["role"] == "assistant"]
-        for record, reward in zip(assistant, turn_rewards(data.turns, reward_settings), strict=True):
+        assistant = [t for t in episode.turns if t["role"] == "assistant"]
+        for record, reward in zip(assistant, turn_rewards(episode.turns, reward_settings), strict=True):
             record["reward"] = reward
     output.extra_fields.update(
-        turn_scores=data.turn_scores, tool_rewards=data.tool_rewards, extras=data.extras(agent_name)
+        turn_scores=episode.turn_scores, tool_rewards=episode.tool_rewards, extras=episode.extras(agent_name)
     )
     return output
 

@@ -18,15 +18,19 @@ AGENT_LOOPS = {"long_workflow": "extensions.custom_rollouts.LongWorkflowAgent"}
 
 def register() -> dict[str, list[str]]:
     """Register parsers, agent loops and advantage estimators with verl; idempotent. Returns what was registered."""
-    from extensions import custom_advantages, verl_compat
+    from extensions import custom_advantages, metrics, verl_compat
+    from extensions.interactions import base
     from extensions.parsers import register_parsers
+    from extensions.tools.mcp.legacy import load_expanding_mcp
 
     registry = verl_compat.agent_loop_registry()
     for name, target in AGENT_LOOPS.items():
         registry.setdefault(name, {"_target_": target})
-    verl_compat.install_interaction_alias()
-    verl_compat.accept_mcp_tool_yaml()  # verl <= 0.8's `config.type: mcp` tool YAML
-    verl_compat.install_trainer_hooks()
+    verl_compat.install_interaction_alias(base)
+    verl_compat.accept_mcp_tool_yaml(load_expanding_mcp)  # verl <= 0.8's `config.type: mcp` tool YAML
+    verl_compat.install_trainer_hooks(
+        training_metrics=metrics.longflow_metrics, validation_metrics=metrics.validation_metrics
+    )
     custom_advantages.set_rows_provider(verl_compat.advantage_rows)
     return {
         "agent_loops": sorted(AGENT_LOOPS),

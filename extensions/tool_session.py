@@ -28,8 +28,8 @@ from typing import Any
 
 from verl.tools.function_tool import FunctionTool, normalize_function_tool_return
 
-from extensions.context_budget import truncate_to_tokens
 from extensions.errors import SampleError, choices
+from extensions.token_text import truncate_to_tokens
 
 logger = logging.getLogger(__name__)
 

@@ -107,21 +107,38 @@ async def test_errors_come_back_as_the_output(fence_worker):
     assert (row.extras["num_executed_calls"], row.extras["num_successful_calls"]) == (1, 0)
 
 
-async def test_the_turn_cap_stops_pausing_and_a_trailing_block_past_it_is_not_run(fence_worker):
-    loop = fence_loop("cf_cap", max_calls_per_turn=1, max_calls_per_trajectory=1)
-    first = "```python\nprint(1)\n```\n"
-    # no pause any more: this reply runs to its end, which is a closed block, then <|im_end|>
-    second = "Again:\n```python\nprint(2)\n```\nand\n```python\nprint(3)\n```"
-    server_script = {"CF-cap": [first, second, "#### 1"]}
-    out = await run_batch(fence_worker, server_script, [sample("CF-cap", loop)])
+async def test_blocks_past_the_cap_are_answered_not_run_instead_of_left_to_be_invented(fence_worker):
+    tok = fence_worker.tokenizer
+    loop = fence_loop("cf_cap", max_calls_per_turn=1, max_calls_per_trajectory=2)
+    first, second = "```python\nprint(1)\n```\n", "Again:\n```python\nprint(2)\n```\n"
+    third = "and\n```python\nprint(3)\n```"  # then <|im_end|>: a block that ends the turn
+    out = await run_batch(fence_worker, {"CF-cap": [first, second, third, "#### 1"]}, [sample("CF-cap", loop)])
     row = Row(out, 0)
-    calls = fence_worker.llm_client.calls
-    assert [("stop" in c) for c in calls] == [True, False, False]
-    assert row.extras["num_tool_calls"] == 1
+    assert all("stop" in call for call in fence_worker.llm_client.calls[:3])  # it still pauses at every fence
+    refused = "Not run: at most 1 code executions per turn."
+    assert tok.decode(row.response_ids).startswith(
+        first + "```output\n1\n```\n" + second + f"```output\n{refused}\n```\n" + third
+    )
+    calls = row.extras["turns"][0]["code_calls"]
+    assert [(c["result"], c["executed"], c["error"]) for c in calls] == [("1", True, None), (refused, False, "limit")]
     tool_turn = row.extras["turns"][1]
-    assert tool_turn["role"] == "tool"
-    assert tool_turn["malformed_tool_calls"] == ["Not run: at most 1 code executions per turn."]
-    assert row.extras["num_assistant_turns"] == 2 and row.reason == "final_answer"
+    assert tool_turn["role"] == "tool" and tool_turn["malformed_tool_calls"] == [refused]
+    assert row.extras["num_invented_outputs"] == 0 and row.reason == "final_answer"
+    assert (row.extras["num_tool_calls"], row.extras["num_executed_calls"], row.extras["num_tool_errors"]) == (2, 1, 1)
+
+
+async def test_the_same_code_is_not_run_twice(fence_worker):
+    tok = fence_worker.tokenizer
+    loop = fence_loop("cf_repeat")
+    block = "```python\nprint(6 * 7)\n```\n"
+    out = await run_batch(fence_worker, {"CF-rep": [block, "Hmm.\n" + block, "#### 42"]}, [sample("CF-rep", loop)])
+    row = Row(out, 0)
+    repeated = "Not run: this exact code already ran above; its output will not change."
+    text = tok.decode(row.response_ids)
+    assert text.startswith(block + "```output\n42\n```\nHmm.\n" + block + f"```output\n{repeated}\n```\n")
+    calls = row.extras["turns"][0]["code_calls"]
+    assert [(c["error"], c["executed"]) for c in calls] == [(None, True), ("repeated", False)]
+    assert (row.extras["num_executed_calls"], row.extras["num_successful_calls"]) == (1, 1)
 
 
 async def test_a_block_that_ends_the_turn_runs_as_a_tool_round(fence_worker):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -10,6 +13,8 @@ from verl.trainer.ppo.core_algos import register_adv_est
 
 from extensions import verl_compat
 from extensions.verl_compat import RELIANCES, VerlVersionError, check_verl_version
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("reliance", RELIANCES, ids=[r.name for r in RELIANCES])
@@ -207,3 +212,28 @@ def test_no_private_verl_name_is_read_outside_the_seam():
         and reads_private_verl_names(ast.parse(path.read_text()))
     ]
     assert offenders == []
+
+
+def _pack_imports(path: Path) -> set[str]:
+    """The ``extensions.*`` modules a file imports, at any depth (lazy imports and TYPE_CHECKING included)."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("extensions"):
+            names.add(node.module)
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names if alias.name.startswith("extensions")}
+    return names
+
+
+def test_the_seam_imports_no_feature_module():
+    """verl_compat only wraps verl: the plugin passes the pack's functions in (hooks, alias, MCP loader)."""
+    seam = ROOT / "extensions" / "verl_compat"
+    for path in seam.glob("*.py"):
+        outside = {m for m in _pack_imports(path) if not m.startswith("extensions.verl_compat")}
+        assert outside == set(), f"{path.name} imports {sorted(outside)}"
+
+
+def test_no_runtime_import_cycle_among_the_loop_modules():
+    """context_budget -> episode -> tool_session -> context_budget was a cycle; metrics no longer imports episode."""
+    assert "extensions.context_budget" not in _pack_imports(ROOT / "extensions" / "tool_session.py")
+    assert "extensions.episode" not in _pack_imports(ROOT / "extensions" / "metrics.py")

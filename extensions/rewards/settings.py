@@ -45,6 +45,8 @@ class RewardSettings(BaseModel):
     """Bonus per tool call that ran without error (``python_exec``: exit status 0, in time)."""
     exec_bonus_cap: float = 0.0
     """Most the execution bonus adds to one trajectory; must be below ``w_outcome`` when ``w_exec`` > 0."""
+    exec_bonus_if_correct: bool = False
+    """Pay the execution bonus only to a right answer (then calls alone never earn anything)."""
     w_format: float = 0.0
     """Penalty per malformed tool call (discouraged: it teaches a policy to stop calling tools)."""
     error_penalty: float = 0.0

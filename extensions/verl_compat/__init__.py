@@ -1,7 +1,10 @@
 """The pack's one seam to verl's internals: every private name it reads and every verl object it patches.
 
-This package is the only place that does either: ``registries`` (verl's name tables, the
-``verl.interactions`` alias, the MCP tool-YAML loader, the Continuous Token prefix cache),
+This package is the only place that does either, and it knows none of the pack's features: it
+offers hook points and ``extensions/plugin.py`` (the composition root) passes the pack's functions
+in (``tests/test_verl_compat.py`` forbids any other ``extensions.*`` import here). ``registries``
+(verl's name tables, the ``verl.interactions`` alias of a given module, the tool-YAML loader with a
+given expansion, the Continuous Token prefix cache),
 ``trainer_hooks`` (per-row records for advantage estimators, ``longflow/`` metrics) and
 ``reliances`` (what each of those takes from verl, checked by ``tests/test_verl_compat.py``).
 
@@ -21,7 +24,8 @@ lazily when verl's trainer modules are imported, through ``wrapt``'s post-import
   ``extras`` (one dict per row, ``None`` for rows of loops without records) are available from
   ``advantage_rows()``. Legacy trainer: taken from the batch's non-tensor columns; v1 trainer:
   fetched from TransferQueue by the batch's keys (``extra_fields`` of each row).
-- ``longflow/`` metrics (``extensions.metrics``) added to each training step's metrics (legacy
+- the metrics functions it is given (the plugin gives ``extensions.metrics``'s ``longflow/`` ones),
+  added to each training step's metrics (legacy
   ``compute_data_metrics``; v1 ``PPOTrainer._compute_metrics``) and to each validation's metrics
   (``_val_metrics_update`` of both trainers, from the reward's extra info).
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import types
+from collections.abc import Callable
 from typing import Any
 
 SYNTHETIC_SYSTEM = "continuous token synthetic system"
@@ -61,12 +62,11 @@ def capture_performance_metrics(callback: Any) -> None:
     AgentLoopManager._performance_metrics = wrapped
 
 
-def install_interaction_alias() -> None:
-    """Let verl 0.7 interaction classes (``from verl.interactions.base import BaseInteraction``) import."""
+def install_interaction_alias(base: types.ModuleType) -> None:
+    """Let verl 0.7 interaction classes (``from verl.interactions.base import BaseInteraction``) import:
+    ``verl.interactions.base`` becomes ``base`` (the plugin passes ``extensions.interactions.base``)."""
     if "verl.interactions.base" in sys.modules:
         return
-    from extensions.interactions import base
-
     package = types.ModuleType("verl.interactions")
     package.__path__ = []  # a namespace-like package holding only the alias
     package.base = base
@@ -74,23 +74,22 @@ def install_interaction_alias() -> None:
     sys.modules.setdefault("verl.interactions.base", base)
 
 
-def accept_mcp_tool_yaml() -> None:
+def accept_mcp_tool_yaml(expand: Callable[[Callable[[str], list], str], list]) -> None:
     """Let verl's tool loader read verl <= 0.8's ``config.type: mcp`` tool YAML (idempotent).
 
     verl's ``load_all_tools`` (AgentLoopWorker, RLHFDataset) calls the module global
     ``verl.tools.tool_registry.initialize_tools_from_config`` at run time; it is wrapped so that
-    ``extensions.tools.mcp.legacy.load_expanding_mcp`` expands MCP entries first.
+    ``expand(original, path)`` (the plugin passes ``extensions.tools.mcp.legacy.load_expanding_mcp``)
+    expands MCP entries first.
     """
     from verl.tools import tool_registry
-
-    from extensions.tools.mcp.legacy import load_expanding_mcp
 
     original = tool_registry.initialize_tools_from_config
     if getattr(original, "longflow_mcp", False):
         return
 
     def initialize_tools_from_config(tools_config_file: str) -> list:
-        return load_expanding_mcp(original, tools_config_file)
+        return expand(original, tools_config_file)
 
     initialize_tools_from_config.longflow_mcp = True  # type: ignore[attr-defined]
     initialize_tools_from_config.__doc__ = original.__doc__

@@ -100,9 +100,22 @@ def _guarded(what: str, fn: Callable[[], Any], default: Any = None) -> Any:
         return default
 
 
+MetricsFn = Callable[[Any], dict[str, float]]
+_METRICS: dict[str, MetricsFn] = {"training": lambda rows: {}, "validation": lambda infos: {}}
+"""What the hooks add: ``training(rows)`` per step (each row's ``extras`` or None), ``validation(infos)``
+per validation (verl's ``reward_extra_infos_dict``). ``install_trainer_hooks`` sets them."""
+
+
+def longflow_metrics(rows: Any) -> dict[str, float]:
+    return _METRICS["training"](rows)
+
+
+def validation_metrics(infos: Any) -> dict[str, float]:
+    return _METRICS["validation"](infos)
+
+
 def _hook_legacy_trainer(module: Any) -> None:
     """verl/trainer/ppo/ray_trainer.py: RayPPOTrainer.fit calls these two module globals."""
-    from extensions.metrics import longflow_metrics
 
     @wrapt.decorator
     def with_rows(wrapped, instance, args, kwargs):
@@ -128,7 +141,6 @@ def _hook_legacy_trainer(module: Any) -> None:
 
 def _hook_v1_trainer(module: Any) -> None:
     """verl/trainer/ppo/v1/trainer_base.py: PPOTrainer's advantage, metrics and validation steps."""
-    from extensions.metrics import longflow_metrics
 
     trainer = module.PPOTrainer
 
@@ -158,7 +170,6 @@ def _hook_v1_trainer(module: Any) -> None:
 
 def _hook_val_metrics(trainer: type) -> None:
     """``_val_metrics_update(data_sources, sample_uids, reward_extra_infos_dict, ...)`` -> dict of metrics."""
-    from extensions.metrics import validation_metrics
 
     @wrapt.decorator
     def plus_metrics(wrapped, instance, args, kwargs):
@@ -177,8 +188,18 @@ TRAINER_HOOKS: dict[str, Callable[[Any], None]] = {
 _INSTALLED: set[str] = set()
 
 
-def install_trainer_hooks() -> None:
-    """Hook each trainer module once, when it is imported (now, if it already is)."""
+def install_trainer_hooks(
+    *, training_metrics: MetricsFn | None = None, validation_metrics: MetricsFn | None = None
+) -> None:
+    """Hook each trainer module once, when it is imported (now, if it already is).
+
+    The hooks add ``training_metrics(rows)`` to every training step's metrics and
+    ``validation_metrics(infos)`` to every validation's (the plugin passes ``extensions.metrics``'s).
+    """
+    if training_metrics is not None:
+        _METRICS["training"] = training_metrics
+    if validation_metrics is not None:
+        _METRICS["validation"] = validation_metrics
     for name, hook in TRAINER_HOOKS.items():
 
         def apply(module: Any, name: str = name, hook: Callable[[Any], None] = hook) -> None:

@@ -138,7 +138,8 @@ def test_bad_reward_kwargs_are_reported_together() -> None:
     assert str(info.value) == (
         "reward_kwargs: key 'mode': Input should be 'strict' or 'flexible' (got 'loose')\n"
         "reward_kwargs: unknown key 'w_turns'; valid keys: 'budget_penalty', 'error_penalty', "
-        "'exec_bonus_cap', 'mode', 'w_exec', 'w_format', 'w_outcome', 'w_tool', 'w_turn'"
+        "'exec_bonus_cap', 'exec_bonus_if_correct', 'mode', 'w_exec', 'w_format', 'w_outcome', 'w_tool', "
+        "'w_turn'"
     )
 
 

@@ -50,6 +50,12 @@ def test_exact_scores_of_a_few_rows():
     assert score(right=False, failed=4) == 0.0
 
 
+def test_the_bonus_can_be_paid_to_right_answers_only():
+    kwargs = {**AB_KWARGS, "exec_bonus_if_correct": True}
+    assert score(right=True, ok=3, **kwargs) == pytest.approx(1.2)
+    assert score(right=False, ok=3, **kwargs) == 0.0
+
+
 @pytest.mark.parametrize("cap", [1.0, 1.5, 0.0])
 def test_a_bonus_cap_that_could_let_tools_beat_the_outcome_is_rejected(cap):
     with pytest.raises(ConfigError) as error:
