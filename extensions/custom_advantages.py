@@ -4,6 +4,7 @@ Choose one on ``python -m verl.trainer.main_ppo`` (v1 trainer or legacy; the plu
 through ``core_algos.register_adv_est`` when verl loads it)::
 
     algorithm.adv_estimator=turn_grpo
+    algorithm.adv_estimator=turn_grpo_per_index                        # the older, biased construction
     algorithm.adv_estimator=gigpo_turn +algorithm.gigpo_step_weight=0.5   # omega, default 1.0
 
 verl calls a registered estimator as ``fn(token_level_rewards, response_mask, config, index)``
@@ -29,12 +30,29 @@ per turn to returns built from turn-level rewards as in MT-GRPO, Zeng et al. 202
 "Reinforcing Multi-Turn Reasoning in LLM Agents via Turn-Level Credit Assignment",
 arXiv:2505.11821; rLLM's stepwise advantages broadcast per-step values the same way)::
 
-    A_{i,k} = norm(G_{i,k}; {G_{j,k} : j in the group, j has a k-th assistant turn})
-    k = 1 uses every row of the group (a row without turns counts with G = S_i); for k > 1
-    with fewer than two rows reaching turn k, A_{i,k} = A_{i,k-1}.
+    A_{i,1} = norm(S_i; {S_j : j in the group})                       (verl's GRPO, op for op)
+    A_{i,k} = (G_{i,k} - (1/N) sum_{j reaching turn k} G_{j,k}) / (std_j S_j + eps),  k > 1
+    N is the group size; a row that ended before turn k adds 0 to the sum; the std is GRPO's
+    (std 1 and mean 0 for a group of one; no division when norm_adv_by_std_in_grpo is false).
     A_{i,k} goes on the mask-1 tokens of turn k's span; every other token gets 0.
 
-    With one assistant turn per row this is exactly verl's GRPO.
+    Why not normalise G_k among the rows that reached turn k (MT-GRPO's construction, kept as
+    ``turn_grpo_per_index``)? Whether a row reaches turn k is the row's own decision, so the
+    row's share of that baseline (1/n_k) and the per-turn std vary with its stopping behaviour:
+    the expected update is no longer the policy gradient (verl RFC #7244). Here every turn's
+    baseline gives the row the same share 1/N and every turn the same scale, so without std
+    normalisation the expected update is exactly (1 - 1/N) x the policy gradient — GRPO's own
+    factor — whatever the policy's stopping rule (``tests/test_turn_credit_bias.py`` enumerates a
+    two-decision agent: 0.75 x the gradient on both decisions for N = 4; per-index: 0.75 and 0.64).
+    With std normalisation the scale is data-dependent, as it is for verl's GRPO.
+
+    With one assistant turn per row both are exactly verl's GRPO.
+
+turn_grpo_per_index (the older construction; biased under policy-controlled termination)::
+
+    A_{i,k} = norm(G_{i,k}; {G_{j,k} : j in the group, j has a k-th assistant turn})
+    k = 1 uses every row of the group; for k > 1 with fewer than two rows reaching turn k,
+    A_{i,k} = A_{i,k-1}.
 
 gigpo_turn (Group-in-Group Policy Optimization, Feng et al. 2025, arXiv:2505.10978)::
 
@@ -54,12 +72,8 @@ its statistics in ``LAST_STATS``.
 from __future__ import annotations
 
 import logging
-import math
-from collections import Counter, defaultdict
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable
 from enum import Enum
-from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -67,19 +81,25 @@ import torch
 from verl.trainer.ppo import core_algos
 
 from extensions.errors import ConfigError, choices
+from extensions.turn_credit import (  # noqa: F401  (the pure cores, also reached as custom_advantages.X)
+    EPSILON,
+    GIGPO_TURN,
+    LAST_STATS,
+    TURN_GRPO,
+    AssistantTurn,
+    Rows,
+    gigpo_advantages,
+    parse_turns,
+    turn_level_advantages,
+    turn_returns,
+)
 
 logger = logging.getLogger(__name__)
 
-TURN_GRPO = "turn_grpo"
-GIGPO_TURN = "gigpo_turn"
+TURN_GRPO_PER_INDEX = "turn_grpo_per_index"
 STEP_WEIGHT_KEY = "gigpo_step_weight"
-EPSILON = 1e-6  # verl's compute_grpo_outcome_advantage default
 
-Rows = Sequence[dict[str, Any] | None]
 RowsProvider = Callable[[], "Rows | None"]
-
-LAST_STATS: dict[str, Any] = {}
-"""Statistics of the latest call (either estimator): rows, fallback_rows, fallback_reasons, ..."""
 
 
 def _no_rows() -> Rows | None:
@@ -94,219 +114,6 @@ def set_rows_provider(fn: RowsProvider | None) -> RowsProvider:
     global _rows_provider
     previous, _rows_provider = _rows_provider, (fn if fn is not None else _no_rows)
     return previous
-
-
-@dataclass(frozen=True)
-class AssistantTurn:
-    """One assistant turn of a row: its response tokens ``[start, end)``, process reward and anchor."""
-
-    start: int
-    end: int
-    reward: float
-    anchor: str | None
-
-
-def parse_turns(extras: Any, length: int) -> tuple[list[AssistantTurn] | None, str | None]:
-    """A row's assistant turns in order, or ``(None, reason)`` when they cannot be used."""
-    if extras is None:
-        return None, "no_records"
-    turns = extras.get("turns") if isinstance(extras, dict) else None
-    if not isinstance(turns, list | tuple):
-        return None, "no_records"
-    parsed: list[AssistantTurn] = []
-    previous_end = 0
-    for turn in turns:
-        if not isinstance(turn, dict) or turn.get("role") != "assistant":
-            continue
-        span = turn.get("span")
-        if not (isinstance(span, list | tuple) and len(span) == 2 and all(isinstance(p, Integral) for p in span)):
-            return None, "bad_span"
-        start, end = int(span[0]), int(span[1])
-        if not previous_end <= start <= end <= length:
-            return None, "bad_span"
-        reward = turn.get("reward")
-        reward = 0.0 if reward is None else reward
-        if isinstance(reward, bool) or not isinstance(reward, Real) or not math.isfinite(reward):
-            return None, "bad_reward"
-        anchor = turn.get("anchor")
-        parsed.append(AssistantTurn(start, end, float(reward), anchor if isinstance(anchor, str) and anchor else None))
-        previous_end = end
-    if not parsed:
-        return None, "no_assistant_turns"
-    return parsed, None
-
-
-def turn_returns(score: float, rewards: Sequence[float], gamma: float) -> list[float]:
-    """G_1..G_K from the row's score S and its process rewards r_1..r_K (see the module docstring)."""
-    if gamma == 1.0:  # G_k = S - sum_{j<k} r_j: the same sum, and G_1 is S exactly
-        returns, prefix = [], 0.0
-        for reward in rewards:
-            returns.append(score - prefix)
-            prefix += reward
-        return returns
-    per_turn = [*rewards[:-1], score - sum(rewards[:-1])]  # R_K = r_K + O = S - sum_{j<K} r_j
-    returns = [0.0] * len(per_turn)
-    running = 0.0
-    for k in reversed(range(len(per_turn))):
-        running = per_turn[k] + gamma * running
-        returns[k] = running
-    return returns
-
-
-def _normalise(values: list[torch.Tensor], norm_by_std: bool, epsilon: float) -> list[torch.Tensor]:
-    """verl's GRPO arithmetic on one group: same stack/mean/std and the same (x - mean) / (std + eps)."""
-    if len(values) == 1:
-        mean, std = torch.tensor(0.0), torch.tensor(1.0)
-    else:
-        stacked = torch.stack(values)
-        mean, std = torch.mean(stacked), torch.std(stacked)
-    return [(v - mean) / (std + epsilon) if norm_by_std else v - mean for v in values]
-
-
-@dataclass
-class _Prepared:
-    scores: torch.Tensor  # (bs,) S_i, summed exactly as verl does
-    turns: list[list[AssistantTurn] | None]
-    returns: list[torch.Tensor]  # (K_i,) G_{i,k}; (1,) holding S_i for fallback rows
-    stats: dict[str, Any]
-
-
-def _prepare(
-    estimator: str,
-    token_level_rewards: torch.Tensor,
-    response_mask: torch.Tensor,
-    index: np.ndarray | Sequence[Hashable],
-    rows: Rows | None,
-    gamma: float,
-) -> _Prepared:
-    batch_size, length = token_level_rewards.shape
-    if len(index) != batch_size:
-        raise ValueError(f"{estimator}: index has {len(index)} entries for a batch of {batch_size} rows")
-    if rows is not None and len(rows) != batch_size:
-        raise ValueError(f"{estimator}: the rows provider gave {len(rows)} records for a batch of {batch_size} rows")
-    scores = token_level_rewards.sum(dim=-1)
-    turns: list[list[AssistantTurn] | None] = []
-    returns: list[torch.Tensor] = []
-    reasons: Counter[str] = Counter()
-    covered = torch.zeros_like(response_mask, dtype=torch.bool)
-    for i in range(batch_size):
-        parsed, reason = parse_turns(None if rows is None else rows[i], length)
-        turns.append(parsed)
-        if parsed is None:
-            reasons[reason or "no_records"] += 1
-            returns.append(scores[i : i + 1])
-            covered[i] = True
-            continue
-        values = turn_returns(scores[i].item(), [t.reward for t in parsed], gamma)
-        returns.append(torch.tensor(values, dtype=scores.dtype))
-        for turn in parsed:
-            covered[i, turn.start : turn.end] = True
-    uncovered = int(((response_mask != 0) & ~covered).sum())
-    stats = {
-        "estimator": estimator,
-        "rows": batch_size,
-        "fallback_rows": sum(reasons.values()),
-        "fallback_reasons": dict(sorted(reasons.items())),
-        "assistant_turns": sum(len(t) for t in turns if t is not None),
-        "uncovered_mask_tokens": uncovered,
-    }
-    if reasons:
-        logger.warning(
-            "%s: %d of %d rows have no usable per-turn records (%s); they use the outcome (GRPO) advantage",
-            estimator,
-            stats["fallback_rows"],
-            batch_size,
-            ", ".join(f"{k}: {v}" for k, v in stats["fallback_reasons"].items()),
-        )
-    if uncovered:
-        logger.warning("%s: %d mask-1 tokens lie outside every assistant turn's span; they get 0", estimator, uncovered)
-    return _Prepared(scores, turns, returns, stats)
-
-
-def _publish(stats: dict[str, Any]) -> dict[str, Any]:
-    LAST_STATS.clear()
-    LAST_STATS.update(stats)
-    return stats
-
-
-def turn_level_advantages(
-    token_level_rewards: torch.Tensor,
-    response_mask: torch.Tensor,
-    index: np.ndarray | Sequence[Hashable],
-    rows: Rows | None,
-    gamma: float = 1.0,
-    norm_by_std: bool = True,
-    epsilon: float = EPSILON,
-) -> tuple[torch.Tensor, dict[str, Any]]:
-    """turn_grpo's advantages (bs, L) and the call's statistics; ``rows[i]`` is row i's extras or None."""
-    prep = _prepare(TURN_GRPO, token_level_rewards, response_mask, index, rows, gamma)
-    batch_size = len(prep.turns)
-    groups: dict[Hashable, list[int]] = defaultdict(list)
-    for i in range(batch_size):
-        groups[index[i]].append(i)
-    advantages_by_turn: list[list[torch.Tensor]] = [[] for _ in range(batch_size)]
-    inherited = 0
-    max_turns = max(len(r) for r in prep.returns)
-    with torch.no_grad():
-        for members in groups.values():
-            for k in range(max_turns):
-                reaching = [i for i in members if len(prep.returns[i]) > k]
-                if k > 0 and len(reaching) < 2:
-                    for i in reaching:
-                        advantages_by_turn[i].append(advantages_by_turn[i][k - 1])
-                    inherited += len(reaching)
-                    continue
-                normalised = _normalise([prep.returns[i][k] for i in reaching], norm_by_std, epsilon)
-                for i, value in zip(reaching, normalised, strict=True):
-                    advantages_by_turn[i].append(value)
-        advantages = torch.zeros_like(token_level_rewards)
-        for i, parsed in enumerate(prep.turns):
-            if parsed is None:
-                advantages[i] = advantages_by_turn[i][0] * response_mask[i]
-                continue
-            for turn, value in zip(parsed, advantages_by_turn[i], strict=True):
-                advantages[i, turn.start : turn.end] = value * response_mask[i, turn.start : turn.end]
-    return advantages, _publish({**prep.stats, "inherited_turns": inherited})
-
-
-def gigpo_advantages(
-    token_level_rewards: torch.Tensor,
-    response_mask: torch.Tensor,
-    index: np.ndarray | Sequence[Hashable],
-    rows: Rows | None,
-    gamma: float = 1.0,
-    norm_by_std: bool = True,
-    step_weight: float = 1.0,
-    epsilon: float = EPSILON,
-) -> tuple[torch.Tensor, dict[str, Any]]:
-    """gigpo_turn's advantages (bs, L) = verl's GRPO + step_weight * the anchor-group term, and statistics."""
-    prep = _prepare(GIGPO_TURN, token_level_rewards, response_mask, index, rows, gamma)
-    episode, _ = core_algos.compute_grpo_outcome_advantage(
-        token_level_rewards=token_level_rewards,
-        response_mask=response_mask,
-        index=np.asarray(index, dtype=object),
-        epsilon=epsilon,
-        norm_adv_by_std_in_grpo=norm_by_std,
-    )
-    anchor_groups: dict[tuple[Hashable, str], list[tuple[int, int, AssistantTurn]]] = defaultdict(list)
-    for i, parsed in enumerate(prep.turns):
-        for k, turn in enumerate(parsed or []):
-            if turn.anchor is not None:
-                anchor_groups[(index[i], turn.anchor)].append((i, k, turn))
-    step = torch.zeros_like(token_level_rewards)
-    step_groups = step_turns = 0
-    with torch.no_grad():
-        for members in anchor_groups.values():
-            if len(members) < 2:
-                continue
-            step_groups += 1
-            step_turns += len(members)
-            normalised = _normalise([prep.returns[i][k] for i, k, _ in members], norm_by_std, epsilon)
-            for (i, _, turn), value in zip(members, normalised, strict=True):
-                step[i, turn.start : turn.end] = value * response_mask[i, turn.start : turn.end]
-        advantages = episode + step_weight * step
-    stats = {**prep.stats, "step_groups": step_groups, "step_turns": step_turns, "step_weight": step_weight}
-    return advantages, _publish(stats)
 
 
 def _setting(config: Any, key: str, default: Any) -> Any:
@@ -336,18 +143,31 @@ def compute_turn_grpo_advantage(
     response_mask: torch.Tensor,
     index: np.ndarray | None = None,
     config: Any = None,
+    per_index: bool = False,
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """verl estimator ``turn_grpo``: (advantages, returns), both the turn-level advantages."""
     advantages, _stats = turn_level_advantages(
         token_level_rewards,
         response_mask,
-        _uids(TURN_GRPO, index),
+        _uids(TURN_GRPO_PER_INDEX if per_index else TURN_GRPO, index),
         _rows_provider(),
         gamma=float(_setting(config, "gamma", 1.0)),
         norm_by_std=bool(_setting(config, "norm_adv_by_std_in_grpo", True)),
+        per_index=per_index,
     )
     return advantages, advantages
+
+
+def compute_turn_grpo_per_index_advantage(
+    token_level_rewards: torch.Tensor,
+    response_mask: torch.Tensor,
+    index: np.ndarray | None = None,
+    config: Any = None,
+    **_: Any,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """verl estimator ``turn_grpo_per_index``: the older, biased per-turn-index normalisation."""
+    return compute_turn_grpo_advantage(token_level_rewards, response_mask, index, config, per_index=True)
 
 
 def compute_gigpo_turn_advantage(
@@ -372,6 +192,7 @@ def compute_gigpo_turn_advantage(
 
 ESTIMATORS: dict[str, Callable[..., tuple[torch.Tensor, torch.Tensor]]] = {
     TURN_GRPO: compute_turn_grpo_advantage,
+    TURN_GRPO_PER_INDEX: compute_turn_grpo_per_index_advantage,
     GIGPO_TURN: compute_gigpo_turn_advantage,
 }
 

@@ -99,6 +99,36 @@ ROWS: list[dict[str, Any] | None] = [
 
 def test_turn_grpo_hand_computed_without_std() -> None:
     adv, stats = ca.turn_level_advantages(REWARDS, MASK, UIDS, ROWS, gamma=1.0, norm_by_std=False)
+    # returns G: row 0 (1.5, 1.0), row 1 (0.0), row 2 (1.5, 2.0, 1.5); N = 3 at every turn:
+    # k=1: mean(1.5, 0, 1.5) = 1 -> 0.5, -1, 0.5; k=2: (1.0 + 2.0) / 3 = 1 -> 0, 1; k=3: 1.5 / 3 -> 1.5 - 0.5 = 1
+    expected = t(
+        [
+            [0.5, 0.5, 0.5, 0, 0, 0, 0, 0, 0, 0],
+            [-1, -1, -1, -1, 0, 0, 0, 0, 0, 0],
+            [0.5, 0.5, 0, 0, 1, 1, 0, 1, 0, 0],
+        ]
+    )
+    assert torch.equal(adv, expected)
+    assert stats["inherited_turns"] == 0 and stats == ca.LAST_STATS
+
+
+def test_turn_grpo_hand_computed_with_std() -> None:
+    adv, _ = ca.turn_level_advantages(REWARDS, MASK, UIDS, ROWS, gamma=1.0, norm_by_std=True)
+    (a0, a1, a2) = z([1.5, 0.0, 1.5])
+    scale = torch.std(t([1.5, 0.0, 1.5])) + EPS  # GRPO's std of the scores, for every turn
+    b0, b2, c2 = (t(1.0) - 1.0) / scale, (t(2.0) - 1.0) / scale, (t(1.5) - 0.5) / scale
+    expected = t(
+        [
+            [a0, a0, a0, 0, 0, b0, b0, b0, 0, 0],
+            [a1, a1, a1, a1, 0, 0, 0, 0, 0, 0],
+            [a2, a2, 0, 0, b2, b2, 0, c2, 0, 0],
+        ]
+    )
+    assert torch.equal(adv, expected)
+
+
+def test_turn_grpo_per_index_hand_computed_without_std() -> None:
+    adv, stats = ca.turn_level_advantages(REWARDS, MASK, UIDS, ROWS, gamma=1.0, norm_by_std=False, per_index=True)
     # k=1: mean(1.5, 0, 1.5) = 1 -> 0.5, -1, 0.5; k=2: mean(1.0, 2.0) = 1.5 -> -0.5, 0.5; k=3: row 2 alone inherits 0.5
     expected = t(
         [
@@ -120,8 +150,8 @@ def test_turn_grpo_hand_computed_without_std() -> None:
     assert stats == ca.LAST_STATS
 
 
-def test_turn_grpo_hand_computed_with_std() -> None:
-    adv, _ = ca.turn_level_advantages(REWARDS, MASK, UIDS, ROWS, gamma=1.0, norm_by_std=True)
+def test_turn_grpo_per_index_hand_computed_with_std() -> None:
+    adv, _ = ca.turn_level_advantages(REWARDS, MASK, UIDS, ROWS, gamma=1.0, norm_by_std=True, per_index=True)
     (a0, a1, a2), (b0, b2) = z([1.5, 0.0, 1.5]), z([1.0, 2.0])
     expected = t(
         [
@@ -221,12 +251,13 @@ def test_mask_zero_tokens_get_zero() -> None:
 
 def test_rows_without_records_fall_back_to_the_episode_advantage(caplog: pytest.LogCaptureFixture) -> None:
     rows = [ROWS[0], None, {"turns": [turn(0, 2, 0.0), turn(3, 99, 0.0)]}]  # row 2: a span past the response
-    with caplog.at_level(logging.WARNING, logger="extensions.custom_advantages"):
+    with caplog.at_level(logging.WARNING, logger="extensions.turn_credit"):
         adv, stats = ca.turn_level_advantages(REWARDS, MASK, UIDS, rows, 1.0, False)
-    # k=1 over G = 1.5 (row 0), S = 0 (row 1), S = 1.5 (row 2) -> 0.5, -1, 0.5; row 0 alone at k=2 inherits 0.5
+    # k=1 over G = 1.5 (row 0), S = 0 (row 1), S = 1.5 (row 2) -> 0.5, -1, 0.5; row 0 alone at k=2: 1 - 1/3
+    second = (t(1.0) - t([1.0]).sum() / 3).item()
     expected = t(
         [
-            [0.5, 0.5, 0.5, 0, 0, 0.5, 0.5, 0.5, 0, 0],
+            [0.5, 0.5, 0.5, 0, 0, second, second, second, 0, 0],
             [-1, -1, -1, -1, 0, 0, 0, 0, 0, 0],
             [0.5, 0.5, 0, 0, 0.5, 0.5, 0, 0.5, 0, 0],
         ]
@@ -234,7 +265,7 @@ def test_rows_without_records_fall_back_to_the_episode_advantage(caplog: pytest.
     assert torch.equal(adv, expected)
     assert stats["fallback_rows"] == ca.LAST_STATS["fallback_rows"] == 2
     assert stats["fallback_reasons"] == {"bad_span": 1, "no_records": 1}
-    assert [r.getMessage() for r in caplog.records if r.name == ca.logger.name] == [
+    assert [r.getMessage() for r in caplog.records if r.name == "extensions.turn_credit"] == [
         "turn_grpo: 2 of 3 rows have no usable per-turn records (bad_span: 1, no_records: 1); "
         "they use the outcome (GRPO) advantage"
     ]
@@ -326,9 +357,9 @@ def test_through_verl_compute_advantage_and_the_v1_path() -> None:
     config = AlgoConfig(adv_estimator="turn_grpo", gamma=1.0, norm_adv_by_std_in_grpo=False)
     expected = t(
         [
-            [0.5, 0.5, 0.5, 0, 0, -0.5, -0.5, -0.5, 0, 0],
+            [0.5, 0.5, 0.5, 0, 0, 0, 0, 0, 0, 0],
             [-1, -1, -1, -1, 0, 0, 0, 0, 0, 0],
-            [0.5, 0.5, 0, 0, 0.5, 0.5, 0, 0.5, 0, 0],
+            [0.5, 0.5, 0, 0, 1, 1, 0, 1, 0, 0],
         ]
     )
 
@@ -373,6 +404,8 @@ def test_unknown_estimator_verl_lists_nothing_the_pack_lists_all() -> None:
 
 
 def test_register_estimators_is_idempotent() -> None:
-    assert ca.register_estimators() == ca.register_estimators() == ["gigpo_turn", "turn_grpo"]
+    names = ["gigpo_turn", "turn_grpo", "turn_grpo_per_index"]
+    assert ca.register_estimators() == ca.register_estimators() == names
+    assert core_algos.get_adv_estimator_fn("turn_grpo_per_index") is ca.compute_turn_grpo_per_index_advantage
     assert core_algos.get_adv_estimator_fn("turn_grpo") is ca.compute_turn_grpo_advantage
     assert core_algos.get_adv_estimator_fn("gigpo_turn") is ca.compute_gigpo_turn_advantage

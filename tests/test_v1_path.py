@@ -186,7 +186,7 @@ def advantages(v1) -> Any:
     records: list[logging.LogRecord] = []
     handler = logging.Handler()
     handler.emit = records.append  # type: ignore[method-assign]
-    logger = logging.getLogger("extensions.custom_advantages")
+    logger = logging.getLogger("extensions.turn_credit")
     logger.addHandler(handler)
     try:
         metrics: dict[str, Any] = {}
@@ -237,17 +237,28 @@ def test_turn_grpo_through_the_hooked_v1_advantage_step(v1, advantages) -> None:
         ok = right[f"{uid}_{session}"]
         turns = [t for t in rows[i]["turns"] if t["role"] == "assistant"]
         for k, turn in enumerate(turns):
+            # turn 1: GRPO; later turns: G_k minus the group's G_k summed over N = 2, over GRPO's std of S
+            pair, scores = torch.tensor([returns[ok][k], returns[not ok][k]]), torch.tensor([1.75, 0.125])
             value = z([returns[ok][k], returns[not ok][k]])[0]
+            if k:
+                value = ((pair[0] - pair.sum() / 2) / (scores.std() + EPS)).item()
             lo, hi = turn["span"]
-            assert adv[i, lo:hi].tolist() == [value] * (hi - lo)
+            assert adv[i, lo:hi].tolist() == pytest.approx([value] * (hi - lo), rel=1e-6)
     # the list loop's group: G_1 = 1.75 (right, both outputs) and 0.25 (wrong, both); only the right
-    # final output reaches turn 2, so it keeps its turn-1 value
+    # final output reaches turn 2, where the baseline is its own G_2 over N = 4 (the others add 0)
     a_right, _, a_wrong, _ = z([1.75, 1.75, 0.25, 0.25])
     for i, key in enumerate(keys):
         uid, session, _ = key.split("_")
         if uid == "list":
             value = a_right if right[f"{uid}_{session}"] else a_wrong
-            assert adv[i][mask[i] == 1].tolist() == [value] * int(mask[i].sum())
+            values = adv[i][mask[i] == 1].tolist()
+            assert values[0] == value  # every row's turn 1
+            if len(set(values)) > 1:  # the right final output's turn 2
+                turns = [t for t in rows[i]["turns"] if t["role"] == "assistant"]
+                lo, hi = turns[1]["span"]
+                g2 = padded(data["rm_scores"])[i].sum() - turns[0]["reward"]
+                std = torch.tensor([1.75, 1.75, 0.25, 0.25]).std()
+                assert adv[i, lo:hi].tolist() == pytest.approx([((g2 - g2 / 4) / (std + EPS)).item()] * (hi - lo))
 
 
 def test_compute_metrics_hook_adds_longflow_keys(v1, advantages) -> None:
