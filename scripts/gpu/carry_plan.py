@@ -182,7 +182,10 @@ def main() -> int:
     if not args.stage:
         print("\n(not staged yet: add --stage)")
     if over:
-        print("\nWARNING: some calls exceed 64 MiB with the working tree: rebuild with PART_SIZE=50M", file=sys.stderr)
+        print(
+            "\nWARNING: some calls exceed 64 MiB with the working tree: rebuild with a smaller PART_SIZE (build_wheelhouse.sh)",
+            file=sys.stderr,
+        )
         return 1
     return 0
 
