@@ -206,10 +206,9 @@ async def start_interaction(
         )
     episode.interaction, episode.interaction_name, episode.interaction_kwargs = interactions[name], name, ikwargs
     # like verl <= 0.7, the interaction instance is keyed by the request id
-    extra = (services or {}) if getattr(episode.interaction, "uses_policy_server", False) else {}
+    extra = (services or {}) if episode.interaction.uses_policy_server else {}
     episode.interaction_id = await episode.interaction.start_interaction(episode.request_id, **ikwargs, **extra)
-    opening = getattr(episode.interaction, "opening_message", None)
-    text = await opening(episode.interaction_id) if opening is not None else None
+    text = await episode.interaction.opening_message(episode.interaction_id)
     if text:  # e.g. an environment's reset() observation: part of the prompt
         episode.opening_message = text
         episode.messages.append({"role": "user", "content": text})

@@ -47,3 +47,36 @@ async def test_code_verify_asks_then_scores_then_ends():
 async def test_code_verify_needs_ground_truth():
     with pytest.raises(SampleError, match=r"needs interaction_kwargs.ground_truth .* has keys \['name'\]"):
         await CodeVerifyInteraction({}).start_interaction(None, name="code_verify")
+
+
+class DuckUser:
+    """A verl 0.7-style interaction that does not subclass the pack's BaseInteraction."""
+
+    def __init__(self, config):
+        self.config = config
+
+    async def start_interaction(self, instance_id=None, **kwargs):
+        return instance_id or "duck"
+
+    async def opening_message(self, instance_id):
+        return f"hello from {instance_id}"
+
+    async def generate_response(self, instance_id, messages, **kwargs):
+        return True, "bye", 1.0, {}
+
+    async def finalize_interaction(self, instance_id=None, **kwargs):
+        return None
+
+
+async def test_a_duck_interaction_is_wrapped_into_the_base_contract():
+    from extensions.interactions.base import BaseInteraction, DuckInteraction
+    from extensions.interactions.registry import build_interactions
+
+    entries = [{"name": "duck", "class_name": f"{__name__}.DuckUser", "config": {"x": 1}}]
+    duck = build_interactions(entries, source="test")["duck"]
+    assert isinstance(duck, DuckInteraction) and isinstance(duck, BaseInteraction)
+    assert duck.uses_policy_server is False and duck.config == {"x": 1, "name": "duck"}
+    assert await duck.start_interaction("r1") == "r1"
+    assert await duck.opening_message("r1") == "hello from r1"
+    assert await duck.generate_response("r1", []) == (True, "bye", 1.0, {})
+    assert await duck.calculate_score("r1") == 0.0

@@ -21,9 +21,17 @@ class BaseInteraction:
     ``interaction_kwargs`` (minus nothing: ``name`` is passed through too).
     """
 
+    uses_policy_server: bool = False
+    """True for a user played by the policy's own model: ``start_interaction`` then also gets the
+    loop's ``server_manager`` and ``tokenizer``."""
+
     def __init__(self, config: dict[str, Any]):
         self.config = config
         self.name: str = config.get("name", "interaction_agent")
+
+    async def opening_message(self, instance_id: str) -> str | None:
+        """A user message that opens the conversation (an environment's first observation), or None."""
+        return None
 
     async def start_interaction(self, instance_id: str | None = None, **kwargs: Any) -> str:
         """Create per-trajectory state; return the instance id."""
@@ -45,6 +53,35 @@ class BaseInteraction:
     async def finalize_interaction(self, instance_id: str | None = None, **kwargs: Any) -> None:
         """Drop per-trajectory state."""
         return None
+
+
+class DuckInteraction(BaseInteraction):
+    """A verl 0.7 interaction class that does not subclass ``BaseInteraction``, behind its contract."""
+
+    def __init__(self, inner: Any):
+        super().__init__(getattr(inner, "config", None) or {})
+        self.inner = inner
+        self.name = getattr(inner, "name", self.name)
+        self.uses_policy_server = bool(getattr(inner, "uses_policy_server", False))
+
+    async def start_interaction(self, instance_id: str | None = None, **kwargs: Any) -> str:
+        return await self.inner.start_interaction(instance_id, **kwargs)
+
+    async def opening_message(self, instance_id: str) -> str | None:
+        opening = getattr(self.inner, "opening_message", None)
+        return await opening(instance_id) if opening is not None else None
+
+    async def generate_response(
+        self, instance_id: str, messages: list[dict[str, Any]], **kwargs: Any
+    ) -> tuple[bool, str, float, dict[str, Any]]:
+        return await self.inner.generate_response(instance_id, messages, **kwargs)
+
+    async def calculate_score(self, instance_id: str | None = None, **kwargs: Any) -> float:
+        score = getattr(self.inner, "calculate_score", None)
+        return await score(instance_id, **kwargs) if score is not None else 0.0
+
+    async def finalize_interaction(self, instance_id: str | None = None, **kwargs: Any) -> None:
+        await self.inner.finalize_interaction(instance_id, **kwargs)
 
 
 def last_assistant_text(messages: list[dict[str, Any]]) -> str:

@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from extensions.errors import ConfigError, choices
-from extensions.interactions.base import BaseInteraction
+from extensions.interactions.base import BaseInteraction, DuckInteraction
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 ENTRY_KEYS = {"name", "class_name", "config"}
@@ -90,7 +90,8 @@ def _build_entry(entry: Any, where: str) -> tuple[str, BaseInteraction]:
     if not (isinstance(cls, type) and issubclass(cls, BaseInteraction)) and not _is_duck_interaction(cls):
         raise ConfigError(f"{where}.class_name: {entry['class_name']!r} is not a BaseInteraction subclass")
     try:
-        return name, cls(config=config)
+        interaction = cls(config=config)
+        return name, interaction if isinstance(interaction, BaseInteraction) else DuckInteraction(interaction)
     except (ValueError, KeyError) as exc:  # ConfigError is a ValueError
         raise ConfigError(f"{where}.config: {exc}") from exc
     except TypeError as exc:
