@@ -167,3 +167,26 @@ def test_compare_generate_reports_identical_greedy_outputs(tiny_model: Any) -> N
     results = compare(tiny_model, PROMPTS[:3], max_tokens=6, num_threads=1)
     assert [r.outputs == results[0].outputs for r in results] == [True, True, True]
     assert all(r.tokens == 18 for r in results)
+
+
+async def test_stop_strings_end_the_reply_at_the_token_that_completes_one(tiny_model: Any, qwen_dir: Path) -> None:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(qwen_dir)
+    server = HFServer(tiny_model, num_threads=1, tokenizer=tokenizer)
+    try:
+        full = (await generate(server, PROMPTS[1], max_tokens=20)).token_ids
+        pieces = [tokenizer.decode(full[:end], skip_special_tokens=True) for end in range(1, len(full) + 1)]
+        k = next(i for i in range(3, len(full)) if len(pieces[i]) > len(pieces[i - 1]) >= 2)
+        stop = pieces[k][-2:]  # the last two characters the (k+1)-th token completes
+        first = next(i for i, text in enumerate(pieces) if stop in text)  # vLLM stops at the first completion
+        out = await generate(server, PROMPTS[1], max_tokens=20, stop=[stop])
+        assert (out.token_ids, out.stop_reason) == (full[: first + 1], "completed")
+    finally:
+        server.close()
+    no_tokenizer = HFServer(tiny_model, num_threads=1)
+    try:
+        with pytest.raises(ValueError, match=r"stop strings need HFServer\(tokenizer=...\) to detokenize"):
+            await generate(no_tokenizer, PROMPTS[1], max_tokens=5, stop=["x"])
+    finally:
+        no_tokenizer.close()
