@@ -16,8 +16,8 @@ run as an ordinary tool round (``extensions/parsers/code_fence.py``): its output
 message. An ```` ```output ```` block the model writes itself is never taken for a result: it is
 counted (``invented_outputs``) and stays trained text like any other. Errors (a syntax error, a
 traceback's last line, a timeout) are the output; nothing is a penalty. Per-turn and
-per-trajectory caps (``CodeFenceSettings``) bound the executions: past a cap the block's output
-says it was not run, and the turn (or trajectory) goes on without stopping at fences.
+per-trajectory caps (``CodeFenceSettings``) bound the executions: past a cap, or when its code
+already ran, a block's output says it was not run (``extensions/code_fence_loop.py``).
 """
 
 from __future__ import annotations

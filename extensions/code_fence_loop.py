@@ -50,24 +50,26 @@ def end_token_ids(tokenizer: Any) -> frozenset[int]:
     return frozenset(i for i in ids if isinstance(i, int))
 
 
-def refusal(episode: Episode, fence: CodeFenceSettings, code: str) -> str | None:
-    """Why a closed block is not run (a cap is reached, or the same code already ran), else None."""
+def refusal(episode: Episode, fence: CodeFenceSettings, code: str) -> tuple[str, str] | None:
+    """``(kind, message)`` when a closed block is not run — ``limit`` (a cap is reached) or ``repeated``
+    (the same code already ran) — else None."""
     executed_here = sum(1 for call in episode.code_calls if call["executed"])
     if executed_here >= fence.max_calls_per_turn:
-        return f"Not run: at most {fence.max_calls_per_turn} code executions per turn."
+        return "limit", f"Not run: at most {fence.max_calls_per_turn} code executions per turn."
     if episode.num_executed_calls >= fence.max_calls_per_trajectory:
-        return f"Not run: at most {fence.max_calls_per_trajectory} code executions per conversation."
+        return "limit", f"Not run: at most {fence.max_calls_per_trajectory} code executions per conversation."
     if code.strip() in episode.code_run:
-        return "Not run: this exact code already ran above; its output will not change."
+        return "repeated", "Not run: this exact code already ran above; its output will not change."
     return None
 
 
 async def run_block(episode: Episode, fence: CodeFenceSettings, code: str) -> ToolOutcome:
     """Run one block's code with the configured tool, or refuse it (``refusal``): the outcome says which."""
     arguments = call_arguments(fence, code)
-    why = refusal(episode, fence, code)
-    if why is not None:
-        return ToolOutcome(fence.tool, arguments, why, error="repeated" if "already ran" in why else "limit")
+    refused = refusal(episode, fence, code)
+    if refused is not None:
+        kind, message = refused
+        return ToolOutcome(fence.tool, arguments, message, error=kind)
     episode.code_run.add(code.strip())
     return await episode.tool_session.call(fence.tool, arguments, episode)
 
@@ -91,9 +93,9 @@ def refuse_trailing_calls(episode: Episode, fence: CodeFenceSettings) -> None:
     calls, episode.tool_calls = episode.tool_calls, []
     for call in calls:
         code = str(json.loads(call.arguments).get(fence.argument, ""))
-        why = refusal(episode, fence, code)
-        if why is None:
+        refused = refusal(episode, fence, code)
+        if refused is None:
             episode.tool_calls.append(call)
             episode.code_run.add(code.strip())
         else:
-            episode.parse_errors.append(why)
+            episode.parse_errors.append(refused[1])

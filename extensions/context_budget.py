@@ -16,7 +16,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from extensions.token_text import TRUNCATION_NOTE, truncate_to_tokens  # noqa: F401  (also imported from here)
+from extensions.token_text import truncate_to_tokens
 
 if TYPE_CHECKING:
     from extensions.episode import Episode

@@ -38,7 +38,7 @@ from extensions.code_fence_loop import (
     refuse_trailing_calls,
     run_block,
 )
-from extensions.context_budget import append_context, cache_prefix_renders, fits, room_left, truncate_to_tokens
+from extensions.context_budget import append_context, cache_prefix_renders, fits, room_left
 from extensions.episode import (
     Episode,
     Phase,
@@ -60,6 +60,7 @@ from extensions.interactions.registry import load_interactions
 from extensions.loop_settings import VERL_LOOP_KWARGS, LoopSettings, parse_settings
 from extensions.records_schema import Reason
 from extensions.rewards.turns import settings_from_trainer_config
+from extensions.token_text import truncate_to_tokens
 from extensions.tool_session import result_messages, run_calls, tool_message, tool_schemas
 from extensions.verl_compat import build_assistant_message, tool_parser_registry
 

@@ -19,6 +19,7 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "tests" / "fixtures"
 PROMPT_LENGTH = 1024
 RESPONSE_LENGTH = 3072
+PACK_LOOPS = ROOT / "extensions" / "custom_rollouts.yaml"
 
 
 @pytest.fixture(scope="session")
@@ -26,24 +27,26 @@ def qwen_dir() -> Path:
     return cached_qwen_model_dir()
 
 
-@pytest.fixture(scope="session")
-def worker(qwen_dir: Path) -> Any:
-    """One AgentLoopWorker for the session; tests swap its llm_client and register loop entries."""
+def build_worker(qwen_dir: Path, *, tools: Path, agent_loops: Path, tool_format: str) -> Any:
+    """verl's AgentLoopWorker in-process (no server yet) on the offline tokenizer and the given files."""
     config = compose_verl_config(
         [
             f"actor_rollout_ref.model.path={qwen_dir}",
             f"actor_rollout_ref.rollout.prompt_length={PROMPT_LENGTH}",
             f"actor_rollout_ref.rollout.response_length={RESPONSE_LENGTH}",
-            "actor_rollout_ref.rollout.multi_turn.format=hermes",
-            f"actor_rollout_ref.rollout.multi_turn.tool_config_path={FIXTURES / 'tools.yaml'}",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={ROOT / 'extensions' / 'custom_rollouts.yaml'}",
+            f"actor_rollout_ref.rollout.multi_turn.format={tool_format}",
+            f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools}",
+            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={agent_loops}",
             "actor_rollout_ref.rollout.calculate_log_probs=true",
         ]
     )
     return build_agent_loop_worker(config, llm_client=None)
 
 
-PACK_LOOPS = ROOT / "extensions" / "custom_rollouts.yaml"
+@pytest.fixture(scope="session")
+def worker(qwen_dir: Path) -> Any:
+    """One AgentLoopWorker for the session; tests swap its llm_client and register loop entries."""
+    return build_worker(qwen_dir, tools=FIXTURES / "tools.yaml", agent_loops=PACK_LOOPS, tool_format="hermes")
 
 
 @pytest.fixture(autouse=True)

@@ -13,8 +13,7 @@ import pytest
 import yaml
 
 from extensions.code_fence import output_block
-from extensions.verl_config import build_agent_loop_worker, compose_verl_config
-from tests.conftest import PROMPT_LENGTH, RESPONSE_LENGTH, ROOT, Row, register_loop, run_batch, sample
+from tests.conftest import ROOT, Row, build_worker, register_loop, run_batch, sample
 
 TOOLS = ROOT / "experiments" / "gsm8k_learn" / "tools.yaml"
 LOOPS = ROOT / "experiments" / "gsm8k_learn" / "agent_loops.yaml"
@@ -22,18 +21,7 @@ LOOPS = ROOT / "experiments" / "gsm8k_learn" / "agent_loops.yaml"
 
 @pytest.fixture(scope="module")
 def fence_worker(qwen_dir: Any) -> Any:
-    config = compose_verl_config(
-        [
-            f"actor_rollout_ref.model.path={qwen_dir}",
-            f"actor_rollout_ref.rollout.prompt_length={PROMPT_LENGTH}",
-            f"actor_rollout_ref.rollout.response_length={RESPONSE_LENGTH}",
-            "actor_rollout_ref.rollout.multi_turn.format=auto",
-            f"actor_rollout_ref.rollout.multi_turn.tool_config_path={TOOLS}",
-            f"actor_rollout_ref.rollout.agent.agent_loop_config_path={LOOPS}",
-            "actor_rollout_ref.rollout.calculate_log_probs=true",
-        ]
-    )
-    return build_agent_loop_worker(config, llm_client=None)
+    return build_worker(qwen_dir, tools=TOOLS, agent_loops=LOOPS, tool_format="auto")
 
 
 def fence_loop(name: str, **code_fence: Any) -> str:

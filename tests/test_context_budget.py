@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from verl.utils.tokenizer.continuous_token_wiring import create_continuous_token_builder
 
-from extensions.context_budget import PREFIX_IDS, TRUNCATION_NOTE, cache_prefix_renders, truncate_to_tokens
+from extensions.context_budget import PREFIX_IDS, cache_prefix_renders
+from extensions.token_text import TRUNCATION_NOTE, truncate_to_tokens
 
 
 def test_short_text_of_many_tokens_is_still_cut(tokenizer):

@@ -167,7 +167,7 @@ async def test_streamable_http_server_from_verl08_yaml(qwen_dir: Path, http_url:
 
 
 async def test_results_are_cut_to_the_token_cap(stdio_worker: Any) -> None:
-    from extensions.context_budget import TRUNCATION_NOTE, truncate_to_tokens
+    from extensions.token_text import TRUNCATION_NOTE, truncate_to_tokens
 
     loop = register_loop("mcp_cap", max_tool_response_tokens=24)
     script = {"C": [call("search_corpus", query="metres tall high long", top_k=5), "ok"]}
