@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from extensions.code_fence import CodeFenceSettings, call_arguments
-from extensions.episode import Episode, count_outcomes
+from extensions.episode import Episode, context_anchor, count_outcomes
 from extensions.errors import ConfigError, choices
 from extensions.loop_settings import LoopSettings
 from extensions.tool_session import ToolOutcome
@@ -83,8 +83,10 @@ def append_tokens(episode: Episode, token_ids: list[int]) -> None:
 
 
 def record_inline_call(episode: Episode, outcome: ToolOutcome, start: int) -> None:
-    """Count a block run inside the turn; its output is ``response[start:]``."""
-    episode.code_calls.append({**outcome.record(), "span": [start, len(episode.response_mask)]})
+    """Count a block run inside the turn; its output is ``response[start:]``, and ``anchor`` fingerprints
+    the context the turn's next step starts from (gigpo_turn's step groups)."""
+    span = [start, len(episode.response_mask)]
+    episode.code_calls.append({**outcome.record(), "span": span, "anchor": context_anchor(episode.prompt_ids)})
     count_outcomes(episode, [outcome])
 
 

@@ -14,10 +14,14 @@ verl calls a registered estimator as ``fn(token_level_rewards, response_mask, co
 ``set_rows_provider``. The pure cores ``turn_level_advantages`` and ``gigpo_advantages`` take
 the rows as an argument; call them directly in tests.
 
-Notation, for row i of a group (same ``index``/uid) with assistant turns k = 1..K:
+Notation, for row i of a group (same ``index``/uid) with assistant steps k = 1..K — a step is what
+the policy writes between two observations: an assistant turn, or, where code blocks ran inside the
+turn (code-fence format), each stretch up to a block's output and the stretch after the last
+(``turn_credit.parse_turns``); "turn" below means step:
   S_i    = token_level_rewards[i].sum()  (verl's scalar score, plus any per-token KL-in-reward)
-  r_k    = the turn's own process reward (``turns[*].reward``: the user score that follows it,
-           the tool rewards of its calls, minus format penalties; missing -> 0)
+  r_k    = the step's own process reward (``turns[*].reward`` / ``step_rewards``: the user score that
+           follows it, the tool rewards and execution bonus of its calls, minus format penalties;
+           extensions/rewards/turns.py; missing -> 0)
   O_i    = S_i - sum_k r_k               (the outcome: outcome reward, termination penalty, KL)
   R_k    = r_k for k < K,  R_K = r_K + O_i
   G_k    = sum_{j >= k} gamma^(j-k) R_j  (gamma = algorithm.gamma; with gamma = 1, G_1 = S_i)

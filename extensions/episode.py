@@ -30,7 +30,7 @@ from extensions.interactions.base import BaseInteraction
 from extensions.loop_settings import LoopSettings
 from extensions.records_schema import Extras, Reason, TurnRecord
 from extensions.rewards.settings import RewardSettings
-from extensions.rewards.turns import turn_rewards
+from extensions.rewards.turns import step_rewards
 from extensions.thinking import token_thinking_spans
 from extensions.tool_session import ToolSession, select_tools
 
@@ -318,7 +318,8 @@ def build_output(
     """The trajectory as verl's ``AgentLoopOutput``; ``extra_fields`` carry turn scores, tool rewards, extras.
 
     A trajectory that ended in ``error`` keeps its tokens with mask 0. With ``reward_settings``
-    (the run's reward is the pack's ``compute_score``) each assistant record gets its ``reward``.
+    (the run's reward is the pack's ``compute_score``) each assistant record gets its ``reward``
+    (and ``step_rewards`` when code blocks ran inside it).
     """
     if episode.last_assistant_ids:
         episode.final_answer_text = tokenizer.decode(episode.last_assistant_ids, skip_special_tokens=True)
@@ -345,8 +346,10 @@ def build_output(
     )
     if reward_settings is not None:
         assistant = [t for t in episode.turns if t["role"] == "assistant"]
-        for record, reward in zip(assistant, turn_rewards(episode.turns, reward_settings), strict=True):
-            record["reward"] = reward
+        for record, steps in zip(assistant, step_rewards(episode.turns, reward_settings), strict=True):
+            record["reward"] = sum(steps)
+            if len(steps) > 1:
+                record["step_rewards"] = steps
     output.extra_fields.update(
         turn_scores=episode.turn_scores, tool_rewards=episode.tool_rewards, extras=episode.extras(agent_name)
     )

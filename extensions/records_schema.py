@@ -59,9 +59,11 @@ class CallRecord(TypedDict):
 
 
 class CodeCallRecord(CallRecord):
-    """A code block run inside an assistant turn; ``span`` locates its inserted output (mask 0)."""
+    """A code block run inside an assistant turn; ``span`` locates its inserted output (mask 0),
+    ``anchor`` fingerprints the context after it (where the turn's next step starts)."""
 
     span: list[int]
+    anchor: str
 
 
 class TurnRecord(TypedDict, total=False):
@@ -69,8 +71,9 @@ class TurnRecord(TypedDict, total=False):
 
     Every record has ``index``, ``role`` and ``span``; the rest depends on the role:
     assistant: ``latency_s``, ``tool_calls`` (names), ``malformed_tool_calls``, ``anchor`` (context
-    hash), ``code_calls`` (code-fence format) and ``reward`` (its process reward, when the run's reward
-    is the pack's); tool: ``tool_calls`` (``CallRecord`` s), ``malformed_tool_calls``, ``latency_s``;
+    hash), ``code_calls`` (code-fence format), ``reward`` (its process reward, when the run's reward
+    is the pack's) and ``step_rewards`` (that reward split over the steps the code calls divide the
+    turn into, when there are calls); tool: ``tool_calls`` (``CallRecord`` s), ``malformed_tool_calls``, ``latency_s``;
     user: ``latency_s``, ``score``, ``text``, ``appended``.
     """
 
@@ -83,6 +86,7 @@ class TurnRecord(TypedDict, total=False):
     anchor: str
     code_calls: list[CodeCallRecord]
     reward: float
+    step_rewards: list[float]
     score: float
     text: str
     appended: bool

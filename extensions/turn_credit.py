@@ -33,7 +33,8 @@ LAST_STATS: dict[str, Any] = {}
 
 @dataclass(frozen=True)
 class AssistantTurn:
-    """One assistant turn of a row: its response tokens ``[start, end)``, process reward and anchor."""
+    """One assistant step of a row (a turn, or part of one: ``parse_turns``): its response tokens
+    ``[start, end)``, process reward and anchor."""
 
     start: int
     end: int
@@ -42,7 +43,12 @@ class AssistantTurn:
 
 
 def parse_turns(extras: Any, length: int) -> tuple[list[AssistantTurn] | None, str | None]:
-    """A row's assistant turns in order, or ``(None, reason)`` when they cannot be used."""
+    """A row's assistant steps in order, or ``(None, reason)`` when they cannot be used.
+
+    A step is what the policy generates between two observations: an assistant turn, or, where code
+    blocks ran inside the turn (``code_calls``), each stretch up to a block's output and the stretch
+    after the last one (``_steps``).
+    """
     if extras is None:
         return None, "no_records"
     turns = extras.get("turns") if isinstance(extras, dict) else None
@@ -53,22 +59,59 @@ def parse_turns(extras: Any, length: int) -> tuple[list[AssistantTurn] | None, s
     for turn in turns:
         if not isinstance(turn, dict) or turn.get("role") != "assistant":
             continue
-        span = turn.get("span")
-        if not (isinstance(span, list | tuple) and len(span) == 2 and all(isinstance(p, Integral) for p in span)):
-            return None, "bad_span"
-        start, end = int(span[0]), int(span[1])
-        if not previous_end <= start <= end <= length:
+        span = _span(turn.get("span"))
+        if span is None or not previous_end <= span[0] <= span[1] <= length:
             return None, "bad_span"
         reward = turn.get("reward")
         reward = 0.0 if reward is None else reward
-        if isinstance(reward, bool) or not isinstance(reward, Real) or not math.isfinite(reward):
+        if not _is_number(reward):
             return None, "bad_reward"
         anchor = turn.get("anchor")
-        parsed.append(AssistantTurn(start, end, float(reward), anchor if isinstance(anchor, str) and anchor else None))
-        previous_end = end
+        steps, reason = _steps(turn, span, float(reward), anchor if isinstance(anchor, str) and anchor else None)
+        if steps is None:
+            return None, reason
+        parsed.extend(steps)
+        previous_end = span[1]
     if not parsed:
         return None, "no_assistant_turns"
     return parsed, None
+
+
+def _steps(
+    turn: dict[str, Any], span: tuple[int, int], reward: float, anchor: str | None
+) -> tuple[list[AssistantTurn] | None, str | None]:
+    """An assistant turn cut at its inline code outputs: C calls give C + 1 steps, step j < C ending
+    where call j's output starts, step j > 0 starting where call j-1's output ends (with that call's
+    ``anchor``). Rewards: ``step_rewards`` when it has C + 1 numbers, else the turn's on its last step."""
+    calls = turn.get("code_calls") or []
+    if not calls:
+        return [AssistantTurn(span[0], span[1], reward, anchor)], None
+    bounds, anchors = [span[0]], [anchor]
+    for call in calls:
+        call_span = _span(call.get("span")) if isinstance(call, dict) else None
+        if call_span is None or not bounds[-1] <= call_span[0] <= call_span[1] <= span[1]:
+            return None, "bad_span"
+        call_anchor = call.get("anchor")
+        bounds += list(call_span)
+        anchors.append(call_anchor if isinstance(call_anchor, str) and call_anchor else None)
+    bounds.append(span[1])
+    rewards = turn.get("step_rewards")
+    if rewards is None:
+        rewards = [0.0] * len(calls) + [reward]
+    elif not (isinstance(rewards, list | tuple) and len(rewards) == len(calls) + 1 and all(map(_is_number, rewards))):
+        return None, "bad_reward"
+    starts, ends = bounds[0::2], bounds[1::2]
+    return [AssistantTurn(*step) for step in zip(starts, ends, map(float, rewards), anchors, strict=True)], None
+
+
+def _span(value: Any) -> tuple[int, int] | None:
+    if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(p, Integral) for p in value):
+        return int(value[0]), int(value[1])
+    return None
+
+
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, Real) and math.isfinite(value)
 
 
 def turn_returns(score: float, rewards: Sequence[float], gamma: float) -> list[float]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,9 @@ def qwen_dir() -> Path:
     return cached_qwen_model_dir()
 
 
-def build_worker(qwen_dir: Path, *, tools: Path, agent_loops: Path, tool_format: str) -> Any:
+def build_worker(
+    qwen_dir: Path, *, tools: Path, agent_loops: Path, tool_format: str, overrides: Sequence[str] = ()
+) -> Any:
     """verl's AgentLoopWorker in-process (no server yet) on the offline tokenizer and the given files."""
     config = compose_verl_config(
         [
@@ -38,6 +41,7 @@ def build_worker(qwen_dir: Path, *, tools: Path, agent_loops: Path, tool_format:
             f"actor_rollout_ref.rollout.multi_turn.tool_config_path={tools}",
             f"actor_rollout_ref.rollout.agent.agent_loop_config_path={agent_loops}",
             "actor_rollout_ref.rollout.calculate_log_probs=true",
+            *overrides,
         ]
     )
     return build_agent_loop_worker(config, llm_client=None)

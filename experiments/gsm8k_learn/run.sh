@@ -17,4 +17,4 @@ python -m verl.trainer.main_ppo --config-path "$PWD/experiments/gsm8k_learn" --c
   "data.val_files=$PWD/outputs/data/gsm8k_learn/$VARIANT/test.parquet" \
   "actor_rollout_ref.rollout.multi_turn.tool_config_path=$PWD/experiments/gsm8k_learn/tools.yaml" \
   "actor_rollout_ref.rollout.agent.agent_loop_config_path=$PWD/experiments/gsm8k_learn/agent_loops.yaml" \
-  "trainer.experiment_name=gsm8k_learn_$VARIANT" "${extra[@]}" "$@"
+  "trainer.experiment_name=${EXPERIMENT_NAME:-gsm8k_learn_$VARIANT}" "${extra[@]}" "$@"
