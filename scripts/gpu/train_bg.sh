@@ -5,12 +5,34 @@
 #                                      # -> /tmp/runs/NAME/{console.log,metrics.jsonl,val/,rc,command.txt}
 #   bash scripts/gpu/train_bg.sh --wait NAME SECONDS   # print progress until it ends or SECONDS pass,
 #                                                      # then copy the run's files to $OUT/NAME (if $OUT is set)
+#   bash scripts/gpu/train_bg.sh --status SECONDS NAME...  # several runs: wait until all end or SECONDS pass,
+#                                                      # one line each, GPU memory; $OUT/NAME.tgz holds each
+#                                                      # run's command, metrics, console log, rc and val/ so far
 # The run works on a snapshot of the repo taken at start (/tmp/runs/NAME/src), so later device calls,
 # which re-send the working tree, never change the code under a running trainer. Its data is
 # outputs/data/gsm8k_learn/$VARIANT (experiments/gsm8k_learn/prepare_data.sh; carry it on the first call).
 # Poll back to back: the machine goes back after 30 s idle, and /tmp/runs with it.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
+if [ "${1:-}" = --status ]; then   # --status SECONDS NAME...: wait until every run ends or SECONDS pass
+  deadline=$(( $(date +%s) + $2 )); shift 2
+  ended() { for n in "$@"; do [ -f "/tmp/runs/$n/rc" ] || return 1; done; }
+  while ! ended "$@" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 15; done
+  nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+  for n in "$@"; do
+    d=/tmp/runs/$n
+    last=$(grep -E "^step:[0-9]+ " "$d/console.log" 2>/dev/null | tail -n 1)
+    echo "$n: $(grep -oE '^step:[0-9]+' <<< "$last") $(grep -oE 'timing_s/step:[0-9.]+' <<< "$last")" \
+      "$(grep -oE 'critic/score/mean:[-0-9.]+' <<< "$last")" \
+      "$(grep -oE "val-core/[^ ]*acc/mean@1:[^ ]*" "$d/console.log" 2>/dev/null | tail -n 1)" \
+      "tracebacks: $(grep -c Traceback "$d/console.log" 2>/dev/null)" "$([ -f "$d/rc" ] && echo "exit $(cat "$d/rc")")"
+    if [ -n "${OUT:-}" ] && [ -d "$d" ]; then   # everything so far, one file per run (8 files come back at most)
+      files=(); for f in command.txt metrics.jsonl console.log rc val; do [ -e "$d/$f" ] && files+=("$f"); done
+      tar -czf "$OUT/$n.tgz" -C "$d" "${files[@]}"
+    fi
+  done
+  exit 0
+fi
 if [ "${1:-}" = --wait ]; then
   name=$2; deadline=$(( $(date +%s) + $3 )); dir=/tmp/runs/$name
   while [ ! -f "$dir/rc" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 15; done
