@@ -41,6 +41,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from extensions.custom_advantages import check_estimator_name
 from extensions.errors import ConfigError, choices
+from extensions.segment_weights import check_segment_estimator
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".venv", ".git", "node_modules", "outputs", ".ci", ".github"}
@@ -76,10 +77,15 @@ def check_agent_loops(entries: list[Any], where: str) -> list[str]:
 
 def _check_loop_kwargs(cls: type, name: str, kwargs: dict[str, Any], at: str) -> list[str]:
     from extensions.custom_rollouts import LongWorkflowAgent
+    from extensions.folding import parse_fold_settings
+    from extensions.folding_loop import FoldingWorkflowAgent
     from extensions.interactions.registry import load_interactions
     from extensions.loop_settings import parse_settings
 
     try:
+        if issubclass(cls, FoldingWorkflowAgent):
+            kwargs = dict(kwargs)
+            parse_fold_settings(kwargs.pop("fold", None), entry=name)
         if issubclass(cls, LongWorkflowAgent):
             settings = parse_settings(kwargs, entry=name)
             if settings.interaction_config_path:
@@ -161,6 +167,7 @@ def check_composed(cfg: DictConfig, where: str) -> list[str]:
         )
     try:  # verl itself only fails at the first advantage step, without listing the names
         check_estimator_name(cfg.algorithm.adv_estimator)
+        check_segment_estimator(cfg.algorithm, folding=_is_folding(cfg, rollout.agent.default_agent_loop))
     except ConfigError as exc:
         problems.append(f"{where}: {exc}")
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
@@ -206,6 +213,14 @@ def _oracle_tool_name(entry: Any) -> str | None:
     if not getattr(cls, "knows_answer", False):
         return None
     return cls(config=dict(entry.get("config") or {}), tool_schema=None).name
+
+
+def _is_folding(cfg: DictConfig, name: str) -> bool:
+    """Whether loop ``name`` (from agent_loop_config_path or the pack's registry) folds its context."""
+    from extensions.verl_compat import agent_loop_registry
+
+    entry = agent_loop_entries(cfg).get(name) or agent_loop_registry().get(name) or {}
+    return str(entry.get("_target_", "")).endswith("FoldingWorkflowAgent")
 
 
 def agent_loop_names(cfg: DictConfig) -> set[str]:

@@ -29,7 +29,7 @@ from typing import Any
 
 from extensions.errors import SampleError, choices
 from extensions.records_schema import COUNTS, TERMINATION_REASONS
-from extensions.rewards.gsm8k import LONGFLOW_GSM8K, OPENAI_GSM8K, Mode, extract_answer, is_correct
+from extensions.rewards.gsm8k import LONGFLOW_GSM8K, LONGFLOW_LEDGER, OPENAI_GSM8K, Mode, extract_answer, is_correct
 from extensions.rewards.numbers import normalize_number
 from extensions.rewards.settings import RewardSettings, parse_reward_kwargs
 from extensions.rewards.trajectory import TrajectoryPieces, answer_text, read_pieces
@@ -67,8 +67,12 @@ def score_gsm8k(text: str, ground_truth: str, mode: Mode) -> tuple[bool, bool]:
     return is_correct(answer, truth), answer is not None
 
 
-SCORERS: dict[str, OutcomeScorer] = {OPENAI_GSM8K: score_gsm8k, LONGFLOW_GSM8K: score_gsm8k}
-"""Outcome scorer per ``data_source``."""
+SCORERS: dict[str, OutcomeScorer] = {
+    OPENAI_GSM8K: score_gsm8k,
+    LONGFLOW_GSM8K: score_gsm8k,
+    LONGFLOW_LEDGER: score_gsm8k,
+}
+"""Outcome scorer per ``data_source`` (the paged ledger's answer is a ``#### <number>`` too)."""
 
 
 def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: RewardSettings) -> dict[str, float]:
@@ -81,7 +85,8 @@ def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: R
     exec_bonus = min(settings.w_exec * pieces.num_successful_calls, settings.exec_bonus_cap)
     if settings.exec_bonus_if_correct and not outcome:
         exec_bonus = 0.0
-    termination_penalty = {"error": settings.error_penalty, "response_budget": settings.budget_penalty}.get(reason, 0.0)
+    penalties = {"error": settings.error_penalty, "response_budget": settings.budget_penalty}
+    termination_penalty = {**penalties, "max_segments": settings.budget_penalty}.get(reason, 0.0)
     score = (
         settings.w_outcome * outcome
         + settings.w_turn * turn_mean

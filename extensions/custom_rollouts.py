@@ -145,6 +145,10 @@ class LongWorkflowAgent(ToolAgentLoop):
             episode.reason, episode.error = Reason.ERROR, f"{type(exc).__name__}: {exc}"
         finally:
             await close_episode(episode)
+        return self._outputs(episode)
+
+    def _outputs(self, episode: Episode) -> AgentLoopOutput | list[AgentLoopOutput]:
+        """What ``run`` returns: the trajectory's one output (a folding loop: one per segment)."""
         return build_output(
             episode,
             self.tokenizer,
@@ -215,8 +219,8 @@ class LongWorkflowAgent(ToolAgentLoop):
             anchor=anchor,
             **episode.take_inline_record(),
         )
-        if len(episode.response_mask) >= self.response_length:
-            return episode.finish(Reason.RESPONSE_BUDGET, "the response budget ran out while generating")
+        if self._generation_budget(episode) <= 0:
+            return self._out_of_budget(episode, "the response budget ran out while generating")
         episode.messages.append(build_assistant_message(self, content, episode))
         return after_assistant(
             episode, max_assistant_turns=self.max_assistant_turns, max_tool_rounds=self.settings.max_tool_rounds
@@ -234,7 +238,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         placeholders = [tool_message("", c.tool_call_id) for c in episode.tool_calls]
         placeholders += [tool_message("") for _ in episode.parse_errors]
         if not await fits(self.ct_merge_context_msg, episode, placeholders, room=self._room(episode)):
-            return episode.finish(Reason.RESPONSE_BUDGET, "no room left for tool results; tools were not run")
+            return self._out_of_budget(episode, "no room left for tool results; tools were not run")
         with simple_timer("tool_calls", episode.metrics):
             outcomes = await run_calls(episode.tool_session, episode.tool_calls, episode)
         cap = self.settings.max_tool_response_tokens
@@ -274,7 +278,16 @@ class LongWorkflowAgent(ToolAgentLoop):
     # -- what needs the loop's server, parser and token merges ----------------------------
 
     def _room(self, episode: Episode) -> int:
+        """Response tokens free for context messages (tool results, user messages)."""
         return room_left(episode, self.response_length, self.settings.reserve_final_tokens)
+
+    def _generation_budget(self, episode: Episode) -> int:
+        """Response tokens the policy may still generate."""
+        return self.response_length - len(episode.response_mask)
+
+    def _out_of_budget(self, episode: Episode, detail: str) -> Phase:
+        """The budget ran out (a turn used it up, or tool results have no room): the trajectory ends."""
+        return episode.finish(Reason.RESPONSE_BUDGET, detail)
 
     async def _reply(self, episode: Episode, sampling_params: dict[str, Any]) -> list[int]:
         """One assistant turn's tokens; with ``code_fence``, blocks run as they close (module docstring there).
@@ -285,7 +298,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         output = await self._generate(episode, sampling_params, stop=self._pause_at_fences(episode, 0))
         token_ids, pending, pauses = list(output.token_ids), list(output.token_ids), 0
         while self.fence is not None and token_ids[-1] not in self.end_ids:
-            if len(episode.response_mask) >= self.response_length:
+            if self._generation_budget(episode) <= 0:
                 break
             pauses += 1
             text = self.tool_parser.decode(pending)
@@ -320,12 +333,15 @@ class LongWorkflowAgent(ToolAgentLoop):
         record_inline_call(episode, outcome, start)
         return ids
 
-    async def _generate(self, episode: Episode, sampling_params: dict[str, Any], *, stop: bool = False) -> Any:
-        """One server call with ``max_tokens`` = the budget left, the parser's stop tokens, the fence stop.
+    async def _generate(
+        self, episode: Episode, sampling_params: dict[str, Any], *, stop: bool = False, max_tokens: int | None = None
+    ) -> Any:
+        """One server call with ``max_tokens`` = the budget left (or less), the parser's stop tokens, the fence stop.
 
         The reply is merged into the stream (mask 1; ``<think>`` 0 if not in the loss).
         """
-        params = {**sampling_params, "max_tokens": self.response_length - len(episode.response_mask)}
+        budget = self._generation_budget(episode) if max_tokens is None else max_tokens
+        params = {**sampling_params, "max_tokens": budget}
         if stop:
             params["stop"] = sorted(set(params.get("stop") or []) | set(STOP_STRINGS))
         if self.tool_parser.stop_token_ids:

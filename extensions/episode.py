@@ -89,6 +89,10 @@ class Episode(AgentData):
         """Code of the blocks run so far (code-fence format): the same code is not run twice."""
         self.code_calls: list[dict[str, Any]] = []
         """This turn's code blocks run inside it (code-fence format), until its record takes them."""
+        self.task_messages = len(messages)
+        """How many of ``messages`` are the sample's own (a folding loop restarts from them)."""
+        self.segment_outputs: list[Any] = []
+        """Outputs of the segments closed so far (context folding: ``folding_loop.py``)."""
 
     def take_inline_record(self) -> dict[str, Any]:
         """The ``code_calls`` field of this turn's record (empty without any); resets the list."""

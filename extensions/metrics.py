@@ -12,7 +12,14 @@ and any logger the user enables (W&B, tensorboard, mlflow):
                                             successful_calls, invented_outputs (per recorded row)
     longflow/execution_success_rate         successful / executed calls over the batch (rows with calls)
     longflow/assistant_turns/max
+    longflow/segments/mean, /max            segments per folded-or-not trajectory (folding loops; rows
+                                            that say ``num_segments``)
+    longflow/summary_tokens/mean            tokens of each fold's summary
+    longflow/folds/<trigger>                folds per trajectory by trigger (context, budget)
     longflow/val/...                        the same, for a validation run
+
+A trajectory folded into N segments is N rows; each per-trajectory figure above is taken from its
+last segment, which carries the whole trajectory's counts and reason.
 """
 
 from __future__ import annotations
@@ -40,8 +47,12 @@ def longflow_metrics(rows: Sequence[Mapping[str, Any] | None], prefix: str = "lo
     """Metrics of a training batch from each row's ``extras`` (None for rows without records)."""
     recorded = [row for row in rows if row is not None]
     metrics = {f"{prefix}recorded_fraction": len(recorded) / len(rows) if rows else 0.0}
+    segments = [row for row in recorded if "num_segments" in row]
+    recorded = [row for row in recorded if row.get("segment", 0) == row.get("num_segments", 1) - 1]
     if not recorded:
         return metrics
+    if segments:
+        metrics.update(_segment_metrics(segments, [row for row in recorded if "num_segments" in row], prefix))
     for reason in REASONS:
         metrics[f"{prefix}termination/{reason}"] = _mean([row.get("termination_reason") == reason for row in recorded])
     for name, key in COUNTS.items():
@@ -52,6 +63,22 @@ def longflow_metrics(rows: Sequence[Mapping[str, Any] | None], prefix: str = "lo
         metrics[f"{prefix}execution_success_rate"] = (
             sum(row.get("num_successful_calls") or 0 for row in recorded) / executed
         )
+    return metrics
+
+
+def _segment_metrics(
+    segments: Sequence[Mapping[str, Any]], finals: Sequence[Mapping[str, Any]], prefix: str
+) -> dict[str, float]:
+    counts = [row["num_segments"] for row in finals]
+    folds = [row for row in segments if row.get("fold_trigger")]
+    metrics = {
+        f"{prefix}segments/mean": _mean(counts),
+        f"{prefix}segments/max": float(max(counts, default=0)),
+        f"{prefix}summary_tokens/mean": _mean([row.get("summary_tokens") or 0 for row in folds]),
+    }
+    for trigger in ("context", "budget"):
+        n = sum(row["fold_trigger"] == trigger for row in folds)
+        metrics[f"{prefix}folds/{trigger}"] = n / len(finals) if finals else 0.0
     return metrics
 
 

@@ -13,12 +13,15 @@ from __future__ import annotations
 
 import sys
 
-AGENT_LOOPS = {"long_workflow": "extensions.custom_rollouts.LongWorkflowAgent"}
+AGENT_LOOPS = {
+    "long_workflow": "extensions.custom_rollouts.LongWorkflowAgent",
+    "folding_workflow": "extensions.folding_loop.FoldingWorkflowAgent",
+}
 
 
 def register() -> dict[str, list[str]]:
     """Register parsers, agent loops and advantage estimators with verl; idempotent. Returns what was registered."""
-    from extensions import custom_advantages, metrics, verl_compat
+    from extensions import custom_advantages, metrics, segment_weights, verl_compat
     from extensions.interactions import base
     from extensions.parsers import register_parsers
     from extensions.tools.mcp.legacy import load_expanding_mcp
@@ -29,7 +32,9 @@ def register() -> dict[str, list[str]]:
     verl_compat.install_interaction_alias(base)
     verl_compat.accept_mcp_tool_yaml(load_expanding_mcp)  # verl <= 0.8's `config.type: mcp` tool YAML
     verl_compat.install_trainer_hooks(
-        training_metrics=metrics.longflow_metrics, validation_metrics=metrics.validation_metrics
+        training_metrics=metrics.longflow_metrics,
+        validation_metrics=metrics.validation_metrics,
+        advantage_post=segment_weights.weigh_advantages,
     )
     custom_advantages.set_rows_provider(verl_compat.advantage_rows)
     return {

@@ -22,6 +22,10 @@ class Reason(str, Enum):
     MAX_USER_TURNS = "max_user_turns"
     RESPONSE_BUDGET = "response_budget"
     PROMPT_TOO_LONG = "prompt_too_long"
+    MAX_SEGMENTS = "max_segments"
+    """Context folding: the context filled in the last segment allowed."""
+    FOLDED = "folded"
+    """Context folding: not an end, the reason of every segment but a trajectory's last."""
     ERROR = "error"
 
 
@@ -74,7 +78,8 @@ class TurnRecord(TypedDict, total=False):
     hash), ``code_calls`` (code-fence format), ``reward`` (its process reward, when the run's reward
     is the pack's) and ``step_rewards`` (that reward split over the steps the code calls divide the
     turn into, when there are calls); tool: ``tool_calls`` (``CallRecord`` s), ``malformed_tool_calls``, ``latency_s``;
-    user: ``latency_s``, ``score``, ``text``, ``appended``.
+    user: ``latency_s``, ``score``, ``text``, ``appended``. Context folding adds ``fold`` (the user
+    message asking for a summary) and ``summary``/``summary_tagged`` (the assistant turn writing it).
     """
 
     index: int
@@ -90,10 +95,17 @@ class TurnRecord(TypedDict, total=False):
     score: float
     text: str
     appended: bool
+    fold: bool
+    summary: bool
+    summary_tagged: bool
 
 
 class Extras(TypedDict):
-    """``extra_fields["extras"]`` of one trajectory (plus the ``COUNTS``, each an int)."""
+    """``extra_fields["extras"]`` of one trajectory (plus the ``COUNTS``, each an int).
+
+    A folded trajectory's segments (``folding_loop.py``) each carry their own ``Extras`` plus
+    ``SegmentExtras``; the counts are the trajectory's so far.
+    """
 
     agent_name: str
     termination_reason: str
@@ -102,3 +114,14 @@ class Extras(TypedDict):
     final_answer_text: str
     interaction: str | None
     opening_message: str | None
+
+
+class SegmentExtras(TypedDict, total=False):
+    """What a folding loop adds to each segment's ``extras``."""
+
+    segment: int
+    num_segments: int
+    fold_trigger: Literal["context", "budget"]
+    """Why the segment was folded (every segment but the last): the context reached the trigger
+    fraction of the window, or the response budget had no room left for a turn."""
+    summary_tokens: int

@@ -38,7 +38,7 @@ def test_register_is_idempotent_and_reports():
     from extensions.plugin import register
 
     assert register() == register()
-    assert register()["agent_loops"] == ["long_workflow"]
+    assert register()["agent_loops"] == ["folding_workflow", "long_workflow"]
 
 
 def test_a_plugin_that_fails_to_load_says_so_on_stderr():

@@ -25,6 +25,8 @@ OPENAI_GSM8K = "openai/gsm8k"
 """verl's own name for GSM8K rows (its examples' preprocessing writes it)."""
 LONGFLOW_GSM8K = "longflow/gsm8k"
 """GSM8K rows written by ``python -m extensions.data.gsm8k``: tool-using, multi-turn prompts."""
+LONGFLOW_LEDGER = "longflow/ledger"
+"""The paged-ledger task (``python -m extensions.data.ledger``): its answer is a ``#### <number>`` too."""
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 # A line that starts with ``####`` (optionally after ``**``); group 1 is the rest of the line.

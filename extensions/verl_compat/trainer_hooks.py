@@ -1,4 +1,5 @@
-"""Trainer hooks: per-row loop records while verl computes advantages, and ``longflow/`` metrics.
+"""Trainer hooks: per-row loop records while verl computes advantages, a post-step on v1's advantages,
+and ``longflow/`` metrics.
 
 Installed by the plugin in every process and applied lazily, through ``wrapt``'s post-import
 hooks, when verl's trainer modules are imported (see the package docstring).
@@ -100,6 +101,11 @@ def _guarded(what: str, fn: Callable[[], Any], default: Any = None) -> Any:
         return default
 
 
+AdvantagePost = Callable[[Any, "Rows | None", Any], None]
+_ADVANTAGE_POST: dict[str, AdvantagePost | None] = {"fn": None}
+"""``fn(data, rows, algorithm_config)`` runs after v1's ``compute_advantage_for_multi_trajectories`` and
+may rescale ``data.batch["advantages"]`` in place (the plugin passes the segment weights)."""
+
 MetricsFn = Callable[[Any], dict[str, float]]
 _METRICS: dict[str, MetricsFn] = {"training": lambda rows: {}, "validation": lambda infos: {}}
 """What the hooks add: ``training(rows)`` per step (each row's ``extras`` or None), ``validation(infos)``
@@ -163,8 +169,17 @@ def _hook_v1_trainer(module: Any) -> None:
         metrics.update(_guarded("longflow/ metrics", compute, {}))
         return result
 
+    @wrapt.decorator
+    def then_post(wrapped, instance, args, kwargs):
+        data = wrapped(*args, **kwargs)
+        post = _ADVANTAGE_POST["fn"]
+        if post is not None:
+            post(data, advantage_rows(), kwargs.get("config"))
+        return data
+
     trainer._compute_advantage = with_rows(trainer._compute_advantage)
     trainer._compute_metrics = plus_metrics(trainer._compute_metrics)
+    module.compute_advantage_for_multi_trajectories = then_post(module.compute_advantage_for_multi_trajectories)
     _hook_val_metrics(trainer)
 
 
@@ -189,17 +204,23 @@ _INSTALLED: set[str] = set()
 
 
 def install_trainer_hooks(
-    *, training_metrics: MetricsFn | None = None, validation_metrics: MetricsFn | None = None
+    *,
+    training_metrics: MetricsFn | None = None,
+    validation_metrics: MetricsFn | None = None,
+    advantage_post: AdvantagePost | None = None,
 ) -> None:
     """Hook each trainer module once, when it is imported (now, if it already is).
 
     The hooks add ``training_metrics(rows)`` to every training step's metrics and
-    ``validation_metrics(infos)`` to every validation's (the plugin passes ``extensions.metrics``'s).
+    ``validation_metrics(infos)`` to every validation's (the plugin passes ``extensions.metrics``'s),
+    and run ``advantage_post(data, rows, config)`` after v1's advantages (the segment weights).
     """
     if training_metrics is not None:
         _METRICS["training"] = training_metrics
     if validation_metrics is not None:
         _METRICS["validation"] = validation_metrics
+    if advantage_post is not None:
+        _ADVANTAGE_POST["fn"] = advantage_post
     for name, hook in TRAINER_HOOKS.items():
 
         def apply(module: Any, name: str = name, hook: Callable[[Any], None] = hook) -> None:

@@ -53,9 +53,11 @@ def test_weighted_combination_exact() -> None:
         "num_user_turns": 0.0,
         "num_tool_errors": 0.0,
         "term_error": 0.0,
+        "term_folded": 0.0,
         "term_final_answer": 1.0,
         "term_interaction_done": 0.0,
         "term_max_assistant_turns": 0.0,
+        "term_max_segments": 0.0,
         "term_max_tool_rounds": 0.0,
         "term_max_user_turns": 0.0,
         "term_prompt_too_long": 0.0,
@@ -127,7 +129,7 @@ def test_unknown_data_source_names_the_supported_ones() -> None:
     with pytest.raises(SampleError) as info:
         compute_score("lighteval/MATH", "#### 72", "72")
     assert str(info.value) == (
-        "compute_score: unknown data_source 'lighteval/MATH'; supported: 'longflow/gsm8k', 'openai/gsm8k'. "
+        "compute_score: unknown data_source 'lighteval/MATH'; supported: 'longflow/gsm8k', 'longflow/ledger', 'openai/gsm8k'. "
         "Fix the dataset's data_source column or add a scorer to SCORERS in extensions/custom_rewards.py"
     )
 
@@ -154,8 +156,8 @@ def test_verl_router_kwargs_are_accepted() -> None:
         (
             {"index": 5, "extras": {"termination_reason": "timeout"}},
             "data_source 'openai/gsm8k' sample index 5: unknown extras.termination_reason 'timeout'; expected one "
-            "of 'error', 'final_answer', 'interaction_done', 'max_assistant_turns', 'max_tool_rounds', "
-            "'max_user_turns', 'prompt_too_long', 'response_budget'",
+            "of 'error', 'final_answer', 'folded', 'interaction_done', 'max_assistant_turns', 'max_segments', "
+            "'max_tool_rounds', 'max_user_turns', 'prompt_too_long', 'response_budget'",
         ),
         (
             {"index": 5, "turn_scores": [1.0, "good"]},

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The paged-ledger comparison (config.yaml says what each variant is):
+#   VARIANT=fold|truncated|wide bash experiments/ledger_folding/run.sh [hydra overrides]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+VARIANT=${VARIANT:-fold}
+PY=${PYTHON:-python}
+case $VARIANT in
+  fold) agent=folding_workflow; extra=() ;;
+  truncated) agent=react; extra=() ;;
+  wide) agent=react; extra=(data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
+  *) echo "VARIANT=$VARIANT: expected fold, truncated or wide" >&2; exit 2 ;;
+esac
+data=outputs/data/ledger/$agent   # the same ledgers (same seeds); the agent_name column picks the loop
+[ -f $data/test.parquet ] || {
+  "$PY" -m extensions.data.ledger --output-dir $data --split train --count 2000 --agent-name $agent
+  "$PY" -m extensions.data.ledger --output-dir $data --split test --count 256 --agent-name $agent
+}
+python -m verl.trainer.main_ppo --config-path "$PWD/experiments/ledger_folding" --config-name config \
+  "data.train_files=$PWD/$data/train.parquet" "data.val_files=$PWD/$data/test.parquet" \
+  "actor_rollout_ref.rollout.multi_turn.tool_config_path=$PWD/tool_configs/ledger.yaml" \
+  "actor_rollout_ref.rollout.agent.agent_loop_config_path=$PWD/experiments/ledger_folding/agent_loops.yaml" \
+  "actor_rollout_ref.rollout.agent.default_agent_loop=$agent" "trainer.experiment_name=ledger_folding_$VARIANT" \
+  "${extra[@]}" "$@"

@@ -1,0 +1,169 @@
+"""The paged-ledger task: a horizon longer than the context window, answers checked by construction.
+
+    python -m extensions.data.ledger --output-dir data/ledger --split train --count 2000
+    python -m extensions.data.ledger --output-dir data/ledger --split test --count 256 --pages 20
+
+Each sample is one ledger of ``--pages`` pages with ``--per-page`` transactions each, spread over
+``--accounts`` accounts, read one page per ``read_page(page)`` call (``extensions/tools/ledger.py``).
+The question names one account and its opening balance and asks for its balance after every
+transaction: the answer is the opening balance plus that account's deposits minus its withdrawals,
+computed here, so it is right by construction. Memo text makes the pages long (about 720 tokens
+per page of 16 transactions with the Qwen2.5 tokenizer), so the whole history is several context
+windows: the default 20 pages are over 14K tokens, more than three 4K windows, and the target
+account has about 53 transactions (``tests/data/test_ledger.py`` measures both).
+
+Deterministic: sample i of split s with seed k is drawn from ``random.Random(f"ledger/{s}/{k}/{i}")``,
+so the train and test splits never share a ledger and a rerun writes the same rows.
+Columns as ``extensions.data.gsm8k`` writes them; ``data_source`` is ``longflow/ledger`` (scored by
+``extensions/custom_rewards.py`` as a ``#### <number>`` answer), ``extra_info.tools_kwargs.read_page.
+create_kwargs.pages`` holds the pages and ``extra_info.transactions`` the target account's count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import random
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from extensions.data.gsm8k import write_parquet
+from extensions.data.prompts import ANSWER_FORMAT
+from extensions.errors import ConfigError, LongflowError
+from extensions.rewards.gsm8k import LONGFLOW_LEDGER
+
+logger = logging.getLogger(__name__)
+
+LEDGER = LONGFLOW_LEDGER
+TOOL = "read_page"
+KINDS = ("deposit", "withdrawal")
+PAYEES = ("Northwind", "Contoso", "Fabrikam", "Tailspin", "Litware", "Adatum", "Proseware", "Wingtip")
+PURPOSES = ("invoice", "refund", "payroll", "rent", "supplies", "licence", "freight", "consulting", "repairs")
+
+
+@dataclass(frozen=True)
+class LedgerSpec:
+    """The shape of every ledger of a split."""
+
+    pages: int = 20
+    per_page: int = 16
+    accounts: int = 6
+
+    def check(self) -> None:
+        for name in ("pages", "per_page", "accounts"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True)
+class Ledger:
+    pages: list[str]
+    account: str
+    opening: int
+    balance: int
+    transactions: int
+
+
+def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
+    """One ledger; the target account's balance is summed as the transactions are drawn."""
+    accounts = [f"ACC-{rng.randint(100, 999)}{chr(65 + k)}" for k in range(spec.accounts)]
+    account, opening = rng.choice(accounts), rng.randint(1, 50) * 100
+    balance, count, pages, number = opening, 0, [], 0
+    for page in range(1, spec.pages + 1):
+        lines = [f"Ledger page {page} of {spec.pages}", "ID | Day | Account | Type | Amount | Memo"]
+        for _ in range(spec.per_page):
+            number += 1
+            holder, kind, amount = rng.choice(accounts), rng.choice(KINDS), rng.randint(1, 400)
+            memo = f"{rng.choice(PURPOSES)} {rng.randint(1000, 9999)} {rng.choice(PAYEES)} ref {rng.randint(10**5, 10**6 - 1)}"
+            lines.append(f"T{number:05d} | day {rng.randint(1, 365)} | {holder} | {kind} | {amount} | {memo}")
+            if holder == account:
+                balance += amount if kind == "deposit" else -amount
+                count += 1
+        pages.append("\n".join(lines))
+    return Ledger(pages, account, opening, balance, count)
+
+
+SYSTEM = (
+    "You are a careful bookkeeper. The ledger is too long to read at once: call read_page with a page "
+    "number to read one page at a time, in order, and keep track of the balance as you go. " + ANSWER_FORMAT
+)
+
+
+def build_row(ledger: Ledger, spec: LedgerSpec, *, index: int, split: str, agent_name: str) -> dict[str, Any]:
+    """One verl sample."""
+    question = (
+        f"The ledger has {spec.pages} pages. Account {ledger.account} opened with a balance of {ledger.opening}. "
+        f"Deposits add to an account's balance and withdrawals subtract from it. What is the balance of account "
+        f"{ledger.account} after every transaction in the ledger?"
+    )
+    extra_info = {
+        "split": split,
+        "index": index,
+        "question": question,
+        "transactions": ledger.transactions,
+        "tools_kwargs": {TOOL: {"create_kwargs": {"pages": ledger.pages}}},
+        "tool_selection": [TOOL],
+    }
+    return {
+        "data_source": LEDGER,
+        "agent_name": agent_name,
+        "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+        "ability": "bookkeeping",
+        "reward_model": {"style": "rule", "ground_truth": str(ledger.balance)},
+        "extra_info": extra_info,
+    }
+
+
+def prepare(
+    output_dir: str | Path, *, split: str, count: int, spec: LedgerSpec, seed: int = 0, agent_name: str
+) -> Path:
+    """Write ``<output_dir>/<split>.parquet`` with ``count`` ledgers; returns its path."""
+    spec.check()
+    if count < 1:
+        raise ConfigError(f"--count must be at least 1, got {count}")
+    rows = [
+        build_row(
+            make_ledger(random.Random(f"ledger/{split}/{seed}/{i}"), spec),
+            spec,
+            index=i,
+            split=split,
+            agent_name=agent_name,
+        )
+        for i in range(count)
+    ]
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = write_parquet(rows, out / f"{split}.parquet")
+    logger.info("wrote %d ledgers of %d pages to %s", count, spec.pages, path)
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """CLI entry point: 0 on success, 2 on a reported option error."""
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    parser = argparse.ArgumentParser(prog="python -m extensions.data.ledger", description=__doc__.split("\n")[0])
+    parser.add_argument("--output-dir", required=True)
+    parser.add_argument("--split", default="train", help="split name: output file, extra_info.split, seed stream")
+    parser.add_argument("--count", type=int, default=1000, help="ledgers to write")
+    parser.add_argument("--pages", type=int, default=LedgerSpec.pages)
+    parser.add_argument("--per-page", type=int, default=LedgerSpec.per_page)
+    parser.add_argument("--accounts", type=int, default=LedgerSpec.accounts)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--agent-name", default="folding_workflow", help="agent loop name for the agent_name column")
+    args = parser.parse_args(argv)
+    try:
+        spec = LedgerSpec(args.pages, args.per_page, args.accounts)
+        prepare(
+            args.output_dir, split=args.split, count=args.count, spec=spec, seed=args.seed, agent_name=args.agent_name
+        )
+    except LongflowError as exc:
+        logger.error("%s", exc)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""``FoldingWorkflowAgent``: LongWorkflowAgent that folds its own context and returns one output per segment.
+
+When a fold is due (``extensions/folding.py``: the context reached ``trigger_fraction`` of the window,
+or the response budget has no room left for a turn), the policy is asked for a summary, the segment
+ends, and the next one starts from the sample's messages plus the summary. ``run`` returns a LIST of
+``AgentLoopOutput`` s, one per segment, which verl 0.9.1's v1 trainer accepts
+(``AgentLoopWorkerTQ._agent_loop_postprocess``): every segment is its own training row, every response
+token is in exactly one segment, the trajectory's reward is scored on the last segment and copied to
+the others, and GRPO takes each trajectory's advantage from its last segment and applies it to every
+segment through that segment's own mask (``v1/utils.compute_advantage_for_multi_trajectories``).
+``extensions/segment_weights.py`` keeps a trajectory of N segments from weighing N times in a
+per-row loss mean.
+
+Each segment's ``extras`` has its own turns (spans into its own response) and ``termination_reason``
+``folded`` (the last: the trajectory's reason), ``segment``/``num_segments``, the trigger of its fold
+(``fold_trigger``: ``context`` or ``budget``) and the summary's length (``summary_tokens``); the
+counts are the trajectory's so far, so the last segment carries the whole trajectory's, which the
+reward reads. A trajectory that ends in ``error`` trains on none of its segments.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
+
+from extensions.context_budget import append_context
+from extensions.custom_rollouts import LongWorkflowAgent
+from extensions.episode import Episode, Phase, build_output, context_anchor
+from extensions.folding import carry_message, last_observation, parse_fold_settings, read_summary
+from extensions.records_schema import Reason
+from extensions.token_text import truncate_to_tokens
+
+MIN_TURN_TOKENS = 32
+"""A fold is due when fewer response tokens than this are left for the next turn."""
+FRAMING = 16
+"""Chat-template tokens around the fold instruction, on top of its own."""
+
+
+class FoldingWorkflowAgent(LongWorkflowAgent):
+    """LongWorkflowAgent with context folding (``fold:`` settings, ``extensions/folding.py``)."""
+
+    def __init__(self, *args: Any, name: str = "folding_workflow", fold: dict[str, Any] | None = None, **kwargs: Any):
+        super().__init__(*args, name=name, **kwargs)
+        self.fold = parse_fold_settings(fold, entry=name)
+        self.window = self.fold.window_tokens or self.prompt_length + self.response_length
+        instruction = len(self.tokenizer.encode(self.fold.instruction, add_special_tokens=False))
+        self.fold_reserve = instruction + FRAMING + self.fold.summary_max_tokens
+
+    # -- when to fold ------------------------------------------------------------------
+
+    def _folds_left(self, episode: Episode) -> bool:
+        return len(episode.segment_outputs) + 1 < self.fold.max_segments
+
+    def _generation_budget(self, episode: Episode) -> int:
+        """The base budget minus the fold's reserve while a fold is still possible."""
+        return super()._generation_budget(episode) - (self.fold_reserve if self._folds_left(episode) else 0)
+
+    def _room(self, episode: Episode) -> int:
+        return super()._room(episode) - (self.fold_reserve if self._folds_left(episode) else 0)
+
+    def _fold_trigger(self, episode: Episode) -> str | None:
+        """``context``, ``budget`` or None. Never before the segment's first assistant turn: a segment
+        whose first prompt is already past the trigger goes on until its budget is spent."""
+        if not any(turn["role"] == "assistant" for turn in episode.turns):
+            return None
+        if len(episode.prompt_ids) >= self.fold.trigger_fraction * self.window:
+            return "context"
+        if self._generation_budget(episode) < MIN_TURN_TOKENS:
+            return "budget"
+        return None
+
+    async def _step(self, phase: Phase, episode: Episode, sampling_params: dict[str, Any]) -> Phase:
+        if phase == Phase.GENERATING and (trigger := self._fold_trigger(episode)) is not None:
+            if not self._folds_left(episode):
+                detail = f"the context filled in segment {self.fold.max_segments} of {self.fold.max_segments}"
+                return episode.finish(Reason.MAX_SEGMENTS, detail)
+            return await self._fold(episode, sampling_params, trigger)
+        return await super()._step(phase, episode, sampling_params)
+
+    def _out_of_budget(self, episode: Episode, detail: str) -> Phase:
+        """A turn cut by the reserve, or tool results without room, fold instead of ending the trajectory;
+        the cut turn stays as it is and its calls are not run (the summary says what was going on)."""
+        if not self._folds_left(episode):
+            return super()._out_of_budget(episode, detail)
+        episode.tool_calls, episode.parse_errors = [], []
+        return Phase.GENERATING
+
+    # -- the fold ----------------------------------------------------------------------
+
+    async def _fold(self, episode: Episode, sampling_params: dict[str, Any], trigger: str) -> Phase:
+        """Ask for the summary, close the segment, open the next one from the task and the summary."""
+        task = episode.messages[: episode.task_messages]
+        observation = last_observation(episode.messages[episode.task_messages :])
+        start = len(episode.response_mask)
+        instruction = [{"role": "user", "content": self.fold.instruction}]
+        room = self.response_length - len(episode.response_mask)
+        if not await append_context(
+            self.ct_merge_context_msg, self.tokenizer, episode, instruction, room=room, shrink=False
+        ):
+            return episode.finish(Reason.RESPONSE_BUDGET, "no room left for the fold instruction")
+        episode.add_turn(
+            "user", start, len(episode.response_mask), appended=True, text=self.fold.instruction, fold=True
+        )
+        start, started, anchor = len(episode.response_mask), time.perf_counter(), context_anchor(episode.prompt_ids)
+        cap = min(self.fold.summary_max_tokens, self.response_length - len(episode.response_mask))
+        output = await self._generate(episode, sampling_params, max_tokens=cap)
+        summary, tagged = read_summary(self.tokenizer.decode(output.token_ids, skip_special_tokens=True))
+        episode.add_turn(
+            "assistant",
+            start,
+            len(episode.response_mask),
+            latency_s=round(time.perf_counter() - started, 6),
+            anchor=anchor,
+            summary=True,
+            summary_tagged=tagged,
+        )
+        if observation and self.fold.carry_last_observation:
+            observation = truncate_to_tokens(self.tokenizer, observation, self.fold.observation_max_tokens)
+        messages = [*task, carry_message(summary, observation if self.fold.carry_last_observation else None)]
+        builder = self.continuous_token_builder
+        prompt_ids = await self.loop.run_in_executor(
+            None, lambda: builder.build_initial_tokens(messages, tools=episode.schemas)
+        )
+        if len(prompt_ids) > self.prompt_length:
+            detail = (
+                f"the next segment's prompt has {len(prompt_ids)} tokens; rollout.prompt_length is {self.prompt_length}"
+            )
+            return episode.finish(Reason.PROMPT_TOO_LONG, detail)
+        self._close_segment(episode, trigger, summary_tokens=len(output.token_ids))
+        episode.messages, episode.prompt_ids = messages, prompt_ids
+        return Phase.GENERATING
+
+    def _close_segment(self, episode: Episode, trigger: str, *, summary_tokens: int) -> None:
+        """The segment so far as its own output (reason ``folded``); the running stream starts afresh."""
+        episode.reason = Reason.FOLDED
+        output = self._build(episode)
+        episode.reason = None
+        output.extra_fields = copy.deepcopy(output.extra_fields)  # later segments mutate the episode's
+        output.extra_fields["extras"].update(fold_trigger=trigger, summary_tokens=summary_tokens)
+        episode.segment_outputs.append(output)
+        episode.response_mask, episode.response_logprobs, episode.turns = [], [], []
+        episode.last_assistant_ids, episode.final_answer_text = [], ""
+
+    def _build(self, episode: Episode) -> AgentLoopOutput:
+        return build_output(
+            episode,
+            self.tokenizer,
+            agent_name=self.agent_name,
+            response_length=self.response_length,
+            calculate_log_probs=self.rollout_config.calculate_log_probs,
+            reward_settings=self.reward_settings,
+        )
+
+    def _outputs(self, episode: Episode) -> list[AgentLoopOutput]:  # type: ignore[override]
+        """Every segment's output, the last one the trajectory's end; ``segment``/``num_segments`` on each."""
+        outputs = [*episode.segment_outputs, self._build(episode)]
+        for i, output in enumerate(outputs):
+            output.extra_fields["extras"].update(segment=i, num_segments=len(outputs))
+            if episode.reason == Reason.ERROR:
+                output.response_mask = [0] * len(output.response_mask)
+        return outputs

@@ -1,0 +1,92 @@
+"""The paged-ledger task: deterministic ledgers whose answer is right by construction, and the read_page tool."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pyarrow.parquet as pq
+import pytest
+
+from extensions.data.ledger import LEDGER, LedgerSpec, main, make_ledger, prepare
+from extensions.tools.ledger import ReadPageTool
+
+LINE = re.compile(r"^T\d{5} \| day \d+ \| (ACC-\d{3}[A-Z]) \| (deposit|withdrawal) \| (\d+) \| .+$")
+
+
+def recount(pages: list[str], account: str, opening: int) -> tuple[int, int]:
+    """The balance read back from the page texts alone, as a reader of the pages would compute it."""
+    balance, count = opening, 0
+    for page in pages:
+        for line in page.splitlines()[2:]:
+            holder, kind, amount = LINE.match(line).groups()
+            if holder == account:
+                balance += int(amount) if kind == "deposit" else -int(amount)
+                count += 1
+    return balance, count
+
+
+def test_the_answer_is_what_the_pages_say():
+    for i in range(20):
+        ledger = make_ledger(random.Random(f"t/{i}"), LedgerSpec(pages=5, per_page=7, accounts=3))
+        assert len(ledger.pages) == 5 and all(len(p.splitlines()) == 9 for p in ledger.pages)
+        assert ledger.pages[2].splitlines()[0] == "Ledger page 3 of 5"
+        assert recount(ledger.pages, ledger.account, ledger.opening) == (ledger.balance, ledger.transactions)
+
+
+def test_the_default_history_is_more_than_three_4k_windows(tokenizer):
+    ledger = make_ledger(random.Random("ledger/test/0/0"), LedgerSpec())
+    tokens = sum(len(tokenizer.encode(page)) for page in ledger.pages)
+    assert tokens > 3 * 4096, tokens
+    assert 30 <= ledger.transactions <= 80
+
+
+def test_splits_are_deterministic_and_disjoint(tmp_path):
+    spec = LedgerSpec(pages=3, per_page=4, accounts=2)
+    first = prepare(tmp_path / "a", split="train", count=4, spec=spec, agent_name="folding_workflow")
+    again = prepare(tmp_path / "b", split="train", count=4, spec=spec, agent_name="folding_workflow")
+    test = prepare(tmp_path / "c", split="test", count=4, spec=spec, agent_name="folding_workflow")
+    rows, rows_again, test_rows = (pq.read_table(p).to_pylist() for p in (first, again, test))
+    assert rows == rows_again
+    pages = lambda r: tuple(r["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"])  # noqa: E731
+    assert not {pages(r) for r in rows} & {pages(r) for r in test_rows}
+    row = rows[0]
+    assert row["data_source"] == LEDGER and row["agent_name"] == "folding_workflow"
+    assert row["extra_info"]["tool_selection"] == ["read_page"]
+    account = re.search(r"Account (ACC-\d{3}[A-Z]) opened with a balance of (\d+)", row["prompt"][1]["content"])
+    balance, count = recount(list(pages(row)), account[1], int(account[2]))
+    assert row["reward_model"]["ground_truth"] == str(balance) and row["extra_info"]["transactions"] == count
+
+
+def test_bad_options_exit_2_naming_the_option(tmp_path, caplog):
+    assert main(["--output-dir", str(tmp_path), "--pages", "0"]) == 2
+    assert "--pages must be at least 1, got 0" in caplog.text
+
+
+async def test_read_page_returns_pages_and_says_the_valid_range():
+    tool = ReadPageTool({"type": "native"})
+    instance, _ = await tool.create(create_kwargs={"pages": ["one", "two"]})
+    assert (await tool.execute(instance, {"page": 2}))[0].text == "two"
+    response, reward, metrics = await tool.execute(instance, {"page": 3})
+    assert response.text == "error: there is no page 3; the ledger has pages 1 to 2"
+    assert (reward, metrics) == (0.0, {"error": "no_such_page"})
+    response, _, metrics = await tool.execute(instance, {"page": "two"})
+    assert metrics == {"error": "bad_arguments"} and "page" in response.text
+    empty, _ = await tool.create()
+    response, _, metrics = await tool.execute(empty, {})
+    assert response.text == (
+        "error: read_page has no pages for this sample; the dataset must set tools_kwargs.read_page.create_kwargs.pages"
+    )
+    assert tool.tool_schema.function.name == "read_page"
+    assert list(tool.tool_schema.function.parameters.properties) == ["page"]
+    await tool.release(instance)
+    assert (await tool.execute(instance, {"page": 1}))[2] == {"error": "missing_pages"}
+
+
+@pytest.fixture
+def tokenizer():
+    from transformers import AutoTokenizer
+
+    from extensions.qwen_tokenizer import cached_qwen_model_dir
+
+    return AutoTokenizer.from_pretrained(cached_qwen_model_dir())
