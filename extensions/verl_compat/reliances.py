@@ -169,6 +169,11 @@ def _check_v1_hooks() -> None:
     trainer = trainer_base.PPOTrainer
     assert _params(trainer._compute_advantage) == ["self", "batch", "metrics"], "_compute_advantage changed"
     _source_calls(trainer._compute_advantage, "compute_advantage_for_multi_trajectories")
+    assert "config=self.config.algorithm" in inspect.getsource(trainer._compute_advantage), (
+        "_compute_advantage no longer passes config= to compute_advantage_for_multi_trajectories"
+    )
+    params = _params(trainer_base.compute_advantage_for_multi_trajectories)
+    assert params[:3] == ["data", "batch_keys", "adv_estimator"], "compute_advantage_for_multi_trajectories changed"
     assert _params(trainer._compute_metrics)[:3] == ["self", "batch", "metrics"], "_compute_metrics changed"
     assert _params(trainer._val_metrics_update)[3] == "reward_extra_infos_dict"
     _source_calls(trainer._step_once, "_compute_advantage")
@@ -245,7 +250,7 @@ RELIANCES: list[Reliance] = [
     Reliance(
         "v1 trainer hooks",
         "trainer/ppo/v1/trainer_base.py",
-        "per-row records for estimators and longflow/ metrics",
+        "per-row records for estimators, segment weights after the advantage step, longflow/ metrics",
         _check_v1_hooks,
     ),
 ]
