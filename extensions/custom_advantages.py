@@ -35,9 +35,13 @@ per turn to returns built from turn-level rewards as in MT-GRPO, Zeng et al. 202
 arXiv:2505.11821; rLLM's stepwise advantages broadcast per-step values the same way)::
 
     A_{i,1} = norm(S_i; {S_j : j in the group})                       (verl's GRPO, op for op)
-    A_{i,k} = (G_{i,k} - (1/N) sum_{j reaching turn k} G_{j,k}) / (std_j S_j + eps),  k > 1
-    N is the group size; a row that ended before turn k adds 0 to the sum; the std is GRPO's
-    (std 1 and mean 0 for a group of one; no division when norm_adv_by_std_in_grpo is false).
+    A_{i,k} = (G_{i,k} - (1/N) sum_{j reaching turn k} G_{j,k}) / (sigma + eps),  k > 1
+    N is the group size; a row that ended before turn k adds 0 to the sum; sigma is one scale per
+    group: the std of all its returns, every row's G_{j,1..K} zero-padded to the longest row's K
+    (1 for a group of one; no division when norm_adv_by_std_in_grpo is false). Not GRPO's std of S:
+    in a group whose rows all scored the same (std 0), the later turns' centred returns are not 0
+    (process rewards, rows that stopped earlier), and dividing them by eps gave advantages of 1e5
+    on the first GPU run (docs/results/turn-credit-ab-h100/).
     A_{i,k} goes on the mask-1 tokens of turn k's span; every other token gets 0.
 
     Why not normalise G_k among the rows that reached turn k (MT-GRPO's construction, kept as
@@ -48,7 +52,8 @@ arXiv:2505.11821; rLLM's stepwise advantages broadcast per-step values the same 
     normalisation the expected update is exactly (1 - 1/N) x the policy gradient — GRPO's own
     factor — whatever the policy's stopping rule (``tests/test_turn_credit_bias.py`` enumerates a
     two-decision agent: 0.75 x the gradient on both decisions for N = 4; per-index: 0.75 and 0.64).
-    With std normalisation the scale is data-dependent, as it is for verl's GRPO.
+    With std normalisation the scale is data-dependent, as it is for verl's GRPO; the test checks
+    that the direction stays closer to the gradient's than per-index normalisation's.
 
     With one assistant turn per row both are exactly verl's GRPO.
 

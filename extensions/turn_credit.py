@@ -245,14 +245,18 @@ def turn_level_advantages(
 def _group_baseline_turns(
     members: list[int], returns: list[torch.Tensor], out: list[list[torch.Tensor]], norm_by_std: bool, epsilon: float
 ) -> int:
-    """turn_grpo: turn 1 is verl's GRPO; turn k > 1 gets (G_k - sum of the group's G_k / N) / (std S + eps),
-    rows that ended before turn k adding 0 to the sum (module docstring). Returns 0 (nothing inherited)."""
+    """turn_grpo: turn 1 is verl's GRPO; turn k > 1 gets (G_k - sum of the group's G_k / N) / (sigma + eps),
+    rows that ended before turn k adding 0 to the sum, sigma the std of the group's zero-padded returns of
+    every turn (module docstring). Returns 0 (nothing inherited)."""
     first = [returns[i][0] for i in members]
     for i, value in zip(members, _normalise(first, norm_by_std, epsilon), strict=True):
         out[i].append(value)
-    n = len(members)
-    std = torch.std(torch.stack(first)) if n > 1 else torch.tensor(1.0)
-    for k in range(1, max(len(returns[i]) for i in members)):
+    n, turns = len(members), max(len(returns[i]) for i in members)
+    padded = torch.zeros(n, turns, dtype=first[0].dtype)
+    for row, i in enumerate(members):
+        padded[row, : len(returns[i])] = returns[i]
+    std = torch.std(padded) if n > 1 else torch.tensor(1.0)
+    for k in range(1, turns):
         reaching = [i for i in members if len(returns[i]) > k]
         baseline = torch.stack([returns[i][k] for i in reaching]).sum() / n if n > 1 else torch.tensor(0.0)
         for i in reaching:

@@ -115,7 +115,8 @@ def test_turn_grpo_hand_computed_without_std() -> None:
 def test_turn_grpo_hand_computed_with_std() -> None:
     adv, _ = ca.turn_level_advantages(REWARDS, MASK, UIDS, ROWS, gamma=1.0, norm_by_std=True)
     (a0, a1, a2) = z([1.5, 0.0, 1.5])
-    scale = torch.std(t([1.5, 0.0, 1.5])) + EPS  # GRPO's std of the scores, for every turn
+    # turns k > 1: one scale per group, the std of every row's returns zero-padded to 3 turns
+    scale = torch.std(t([1.5, 1.0, 0.0, 0.0, 0.0, 0.0, 1.5, 2.0, 1.5])) + EPS
     b0, b2, c2 = (t(1.0) - 1.0) / scale, (t(2.0) - 1.0) / scale, (t(1.5) - 0.5) / scale
     expected = t(
         [

@@ -139,12 +139,28 @@ def test_turn_grpo_credits_each_step_with_the_group_baseline_over_all_rows():
     scores[0, 11], scores[1, 11] = 1.2, 1.0  # both right; row 0 earned the 0.2 execution bonus
     adv, stats = turn_level_advantages(scores, mask, ["u", "u"], [extras_of(row0), extras_of(row1)])
     assert stats["assistant_turns"] == 4 and stats["fallback_rows"] == 0
-    std = torch.tensor([1.2, 1.0]).std()
-    first = ((torch.tensor([1.2, 1.0]) - 1.1) / (std + EPS)).tolist()
+    first = ((torch.tensor([1.2, 1.0]) - 1.1) / (torch.tensor([1.2, 1.0]).std() + EPS)).tolist()
     g2, g3 = 1.2 - 0.1, 1.2 - 0.2  # G_k = S - rewards of earlier steps; only row 0 reaches steps 2, 3
+    pooled = torch.tensor([1.2, g2, g3, 1.0, 0.0, 0.0]).std()  # both rows' returns, zero-padded to 3 steps
     expected = torch.zeros(2, 12)
     expected[0, 0:2] = first[0]
-    expected[0, 4:6] = (g2 - g2 / 2) / (std + EPS)
-    expected[0, 8:12] = (g3 - g3 / 2) / (std + EPS)
+    expected[0, 4:6] = (g2 - g2 / 2) / (pooled + EPS)
+    expected[0, 8:12] = (g3 - g3 / 2) / (pooled + EPS)
     expected[1, :] = first[1]
     torch.testing.assert_close(adv, expected, rtol=0, atol=1e-6)
+
+
+def test_a_group_with_one_score_gets_bounded_step_advantages():
+    """All rows right with the same score (GRPO's std is 0): the later steps' advantages stay of the order
+    of the returns, not (G - b) / 1e-6 as with the scores' std (what the first GPU run hit)."""
+    rows = [
+        {"turns": [{"role": "assistant", "span": [0, 6], "reward": 0.2, "step_rewards": [0.1, 0.1, 0.0],
+                    "code_calls": [{"span": [1, 2]}, {"span": [3, 4]}]}]},
+        {"turns": [{"role": "assistant", "span": [0, 6], "reward": 0.2, "step_rewards": [0.1, 0.1],
+                    "code_calls": [{"span": [1, 2]}]}]},
+    ]  # fmt: skip
+    scores = torch.zeros(2, 6)
+    scores[:, 5] = 1.2
+    adv, _ = turn_level_advantages(scores, torch.ones(2, 6), ["u", "u"], rows)
+    assert adv[:, 0].tolist() == [0.0, 0.0]  # step 1: verl's GRPO, nothing to prefer
+    assert adv.abs().max() < 3.0

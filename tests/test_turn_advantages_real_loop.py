@@ -89,10 +89,14 @@ async def test_legacy_compute_advantage_on_the_real_loop_batch(qwen_dir) -> None
         assert len(turns) == 3
         for k, turn in enumerate(turns):
             lo, hi = turn["span"]
-            # turn 1: GRPO; later turns: G_k minus the group's G_k summed over N = 2, over GRPO's std of S
-            pair, scores = torch.tensor([returns[ok][k], returns[not ok][k]]), torch.tensor([1.75, 0.125])
+            # turn 1: GRPO; later turns: G_k minus the group's G_k summed over N = 2, over the std of
+            # every return of the group (both rows reach all three turns)
+            pair, pooled = (
+                torch.tensor([returns[ok][k], returns[not ok][k]]),
+                torch.tensor(returns[True] + returns[False]),
+            )
             value = z([returns[ok][k], returns[not ok][k]])[0] if k == 0 else None
             if k:
-                value = ((pair[0] - pair.sum() / 2) / (scores.std() + EPS)).item()
+                value = ((pair[0] - pair.sum() / 2) / (pooled.std() + EPS)).item()
             assert adv[i, lo:hi].tolist() == pytest.approx([value] * (hi - lo), rel=1e-6)
         assert np.count_nonzero(adv[i].numpy()) == int(mask[i].sum())

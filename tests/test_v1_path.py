@@ -237,11 +237,15 @@ def test_turn_grpo_through_the_hooked_v1_advantage_step(v1, advantages) -> None:
         ok = right[f"{uid}_{session}"]
         turns = [t for t in rows[i]["turns"] if t["role"] == "assistant"]
         for k, turn in enumerate(turns):
-            # turn 1: GRPO; later turns: G_k minus the group's G_k summed over N = 2, over GRPO's std of S
-            pair, scores = torch.tensor([returns[ok][k], returns[not ok][k]]), torch.tensor([1.75, 0.125])
+            # turn 1: GRPO; later turns: G_k minus the group's G_k summed over N = 2, over the std of
+            # every return of the group (both rows reach all three turns)
+            pair, pooled = (
+                torch.tensor([returns[ok][k], returns[not ok][k]]),
+                torch.tensor(returns[True] + returns[False]),
+            )
             value = z([returns[ok][k], returns[not ok][k]])[0]
             if k:
-                value = ((pair[0] - pair.sum() / 2) / (scores.std() + EPS)).item()
+                value = ((pair[0] - pair.sum() / 2) / (pooled.std() + EPS)).item()
             lo, hi = turn["span"]
             assert adv[i, lo:hi].tolist() == pytest.approx([value] * (hi - lo), rel=1e-6)
     # the list loop's group: G_1 = 1.75 (right, both outputs) and 0.25 (wrong, both); only the right
@@ -257,7 +261,7 @@ def test_turn_grpo_through_the_hooked_v1_advantage_step(v1, advantages) -> None:
                 turns = [t for t in rows[i]["turns"] if t["role"] == "assistant"]
                 lo, hi = turns[1]["span"]
                 g2 = padded(data["rm_scores"])[i].sum() - turns[0]["reward"]
-                std = torch.tensor([1.75, 1.75, 0.25, 0.25]).std()
+                std = torch.tensor([1.75, 0.0, 1.75, float(g2), 0.25, 0.0, 0.25, 0.0]).std()  # zero-padded returns
                 assert adv[i, lo:hi].tolist() == pytest.approx([((g2 - g2 / 4) / (std + EPS)).item()] * (hi - lo))
 
 
