@@ -2,8 +2,8 @@
 
     python scripts/val_compare.py docs/results/turn-credit-ab-h100 grpo_s1 grpo_s2 turn_grpo_s2
 
-Reads ``RESULTS/RUN/val/<step>.jsonl`` (``trainer.validation_data_dir``; unpacked from ``val.tar.gz``
-if only that is there) and prints, per run and validation step, the problems, accuracy, its standard
+Reads ``RESULTS/RUN/val/<step>.jsonl`` (``trainer.validation_data_dir``; or the same files inside
+``RESULTS/RUN/val.tar.gz``) and prints, per run and validation step, the problems, accuracy, its standard
 error, executed calls per trajectory and the fraction that ran out of budget; then, for every pair of
 runs, the paired difference of their last validations on the problems both saw (by prompt text), with
 its standard error (std of the per-problem differences / sqrt(n)). Writes ``RESULTS/val_summary.csv``.
@@ -22,14 +22,18 @@ from pathlib import Path
 
 def load(run: Path) -> dict[int, dict[str, dict]]:
     """step -> {prompt text + ground truth: the dump's row}."""
-    val = run / "val"
-    if not val.is_dir() and (run / "val.tar.gz").exists():
+    texts: dict[int, str] = {}
+    if (run / "val").is_dir():
+        texts = {int(p.stem): p.read_text() for p in (run / "val").glob("*.jsonl")}
+    elif (run / "val.tar.gz").exists():
         with tarfile.open(run / "val.tar.gz") as tar:
-            tar.extractall(run, filter="data")
+            for member in tar.getmembers():
+                if member.isfile() and member.name.endswith(".jsonl"):
+                    texts[int(Path(member.name).stem)] = tar.extractfile(member).read().decode()
     steps = {}
-    for path in sorted(val.glob("*.jsonl"), key=lambda p: int(p.stem)):
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-        steps[int(path.stem)] = {row["input"] + "\0" + str(row["gts"]): row for row in rows}
+    for step in sorted(texts):
+        rows = [json.loads(line) for line in texts[step].splitlines() if line.strip()]
+        steps[step] = {row["input"] + "\0" + str(row["gts"]): row for row in rows}
     return steps
 
 
