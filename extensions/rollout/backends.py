@@ -20,6 +20,7 @@ from omegaconf import DictConfig, open_dict
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 
 from extensions.errors import LongflowError
+from extensions.verl_compat import accept_segment_lists
 from extensions.verl_config import build_agent_loop_worker
 
 logger = logging.getLogger(__name__)
@@ -69,7 +70,7 @@ class InProcessBackend:
     """verl's AgentLoopWorker in this process, driven by any ``generate``-compatible client."""
 
     def __init__(self, config: DictConfig, llm_client: Any):
-        self.worker = build_agent_loop_worker(config, llm_client=llm_client)
+        self.worker = accept_segment_lists(build_agent_loop_worker(config, llm_client=llm_client))
         self.tokenizer = self.worker.tokenizer
         self.llm_client = llm_client
 

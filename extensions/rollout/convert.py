@@ -7,7 +7,14 @@ from typing import Any
 import numpy as np
 from verl.protocol import DataProto
 
-from extensions.rollout.records import CodeCallRecord, ToolCallRecord, TrajectoryRecord, TurnRecord, split_thinking
+from extensions.rollout.records import (
+    CodeCallRecord,
+    SegmentRecord,
+    ToolCallRecord,
+    TrajectoryRecord,
+    TurnRecord,
+    split_thinking,
+)
 
 
 def _plain(value: Any) -> Any:
@@ -98,6 +105,24 @@ def to_record(out: DataProto, i: int, tokenizer: Any, *, timings: dict[str, floa
         turn_scores=[float(s) for s in _plain(columns["turn_scores"][i]) or []],
         tool_rewards=[float(s) for s in _plain(columns["tool_rewards"][i]) or []],
         timings=timings or {},
+        segments=[_segment(tokenizer, s) for s in _plain(columns["segments"][i]) or []]
+        if "segments" in columns
+        else [],
+    )
+
+
+def _segment(tokenizer: Any, payload: dict[str, Any]) -> SegmentRecord:
+    """An earlier segment of a folded trajectory (``verl_compat.accept_segment_lists``'s payload)."""
+    extras = payload.get("extras") or {}
+    response, mask = payload["response_ids"], payload["response_mask"]
+    return SegmentRecord(
+        prompt_ids=payload["prompt_ids"],
+        response_ids=response,
+        response_mask=mask,
+        logprobs=payload.get("response_logprobs"),
+        turns=build_turns(tokenizer, extras or None, response, mask),
+        fold_trigger=extras.get("fold_trigger"),
+        summary_tokens=int(extras.get("summary_tokens") or 0),
     )
 
 

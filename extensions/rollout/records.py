@@ -70,6 +70,21 @@ class TurnRecord(BaseModel):
     """Whether any token of the turn has mask 1."""
 
 
+class SegmentRecord(BaseModel):
+    """An earlier segment of a folded trajectory (``folding_workflow``); the record itself is the last."""
+
+    prompt_ids: list[int]
+    """The segment's prompt: the sample's messages plus the summary carried over (the first: the sample's)."""
+    response_ids: list[int]
+    response_mask: list[int]
+    logprobs: list[float] | None = None
+    turns: list[TurnRecord]
+    """Its turns, spans into its own ``response_ids``; it ends with the fold request and the summary."""
+    fold_trigger: str | None = None
+    """Why it was folded: ``context`` (the trigger fraction of the window) or ``budget``."""
+    summary_tokens: int = 0
+
+
 class TrajectoryRecord(BaseModel):
     """A whole trajectory."""
 
@@ -105,7 +120,7 @@ class TrajectoryRecord(BaseModel):
     """Rollout log-probs per response token (0 for context tokens)."""
     termination_reason: str
     """final_answer, interaction_done, max_assistant_turns, max_tool_rounds, max_user_turns,
-    response_budget, prompt_too_long or error."""
+    response_budget, prompt_too_long, max_segments or error."""
     error: str | None = None
     """The error or detail behind the termination reason."""
     turn_scores: list[float] = Field(default_factory=list)
@@ -120,6 +135,9 @@ class TrajectoryRecord(BaseModel):
     """generate_sequences and tool_calls seconds."""
     replayed: bool = False
     """True if written by ``--replay``."""
+    segments: list[SegmentRecord] = Field(default_factory=list)
+    """A folded trajectory's earlier segments, in order (empty when it never folded); the fields above
+    are its last segment's."""
 
 
 def split_thinking(text: str) -> tuple[str, str]:

@@ -33,8 +33,8 @@ from extensions.errors import ConfigError
 from extensions.interactions.base import BaseInteraction
 from extensions.rollout.convert import row_tokens
 from extensions.rollout.data import batch_from_rows
-from extensions.rollout.records import TrajectoryRecord, read_jsonl, write_jsonl
-from extensions.verl_compat import agent_loop_registry
+from extensions.rollout.records import SegmentRecord, TrajectoryRecord, read_jsonl, write_jsonl
+from extensions.verl_compat import accept_segment_lists, agent_loop_registry
 
 BOOKS: dict[str, dict[str, TrajectoryRecord]] = {}
 """book id -> {trajectory_id: record}; how replay tools and interactions find their record."""
@@ -48,7 +48,8 @@ class ReplayServer:
     """Returns each trajectory's recorded model output, one generated segment per call, in order.
 
     A segment is an assistant turn, or, where code blocks ran inside the turn (code-fence format),
-    the piece of it between two inserted outputs: what the engine returned between pauses.
+    the piece of it between two inserted outputs: what the engine returned between pauses. A folded
+    trajectory's calls run through its earlier segments first, each with its own prompt.
     """
 
     def __init__(self, book: dict[str, TrajectoryRecord]):
@@ -59,24 +60,34 @@ class ReplayServer:
         record = self.book[request_id]
         k = self.turn.get(request_id, 0)
         self.turn[request_id] = k + 1
-        segments = generated_segments(record)
-        if k >= len(segments):
+        calls = generations(record)
+        if k >= len(calls):
             raise AssertionError(
-                f"{request_id}: replay asks for generated segment {k + 1}, the record has {len(segments)}: run the "
+                f"{request_id}: replay asks for generated segment {k + 1}, the record has {len(calls)}: run the "
                 "replay with the recording run's settings (e.g. the same actor_rollout_ref.rollout.response_length)"
             )
-        lo, hi = segments[k]
-        expected = record.prompt_ids + record.response_ids[:lo]
+        expected, tokens, logprobs = calls[k]
         if list(prompt_ids) != expected:
             raise AssertionError(
                 f"{request_id} segment {k}: prompt differs from the record at token {_first_diff(prompt_ids, expected)}"
             )
-        logprobs = record.logprobs[lo:hi] if record.logprobs and sampling_params.get("logprobs") else None
-        return TokenOutput(token_ids=record.response_ids[lo:hi], log_probs=logprobs, extra_fields={})
+        logprobs = logprobs if sampling_params.get("logprobs") else None
+        return TokenOutput(token_ids=tokens, log_probs=logprobs, extra_fields={})
 
 
-def generated_segments(record: TrajectoryRecord) -> list[tuple[int, int]]:
-    """The model-generated spans of ``record``: its assistant turns, split around inline code outputs."""
+def generations(record: TrajectoryRecord) -> list[tuple[list[int], list[int], list[float] | None]]:
+    """(prompt, generated tokens, their log-probs) of every server call, in order: each segment's
+    (``generated_segments``), the earlier segments of a folded trajectory first."""
+    calls = []
+    for part in [*record.segments, record]:
+        for lo, hi in generated_segments(part):
+            logprobs = part.logprobs[lo:hi] if part.logprobs else None
+            calls.append((part.prompt_ids + part.response_ids[:lo], part.response_ids[lo:hi], logprobs))
+    return calls
+
+
+def generated_segments(record: TrajectoryRecord | SegmentRecord) -> list[tuple[int, int]]:
+    """The model-generated spans of ``record`` (or one segment): its assistant turns, split around inline code outputs."""
     segments = []
     for turn in (t for t in record.turns if t.role == "assistant"):
         start = turn.span[0]
@@ -90,7 +101,7 @@ def generated_segments(record: TrajectoryRecord) -> list[tuple[int, int]]:
 def recorded_calls(record: TrajectoryRecord) -> list[Any]:
     """Every call that ran, in order: code blocks inside assistant turns and tool rounds' calls."""
     calls = []
-    for turn in record.turns:
+    for turn in [t for part in [*record.segments, record] for t in part.turns]:
         calls += turn.code_calls if turn.role == "assistant" else turn.tool_calls if turn.role == "tool" else []
     return calls
 
@@ -191,25 +202,37 @@ async def replay(records: list[TrajectoryRecord], config: DictConfig, out_dir: P
     BOOKS[book_id] = {trajectory_id(i): r for i, r in enumerate(records)}
     out_dir.mkdir(parents=True, exist_ok=True)
     _register_replay_loops(config, records, book_id, out_dir)
-    worker = build_agent_loop_worker(config, llm_client=ReplayServer(BOOKS[book_id]))
+    worker = accept_segment_lists(build_agent_loop_worker(config, llm_client=ReplayServer(BOOKS[book_id])))
     worker.tools = [ReplayTool(t, book_id) for t in worker.tools]
     try:
         out = await worker.generate_sequences(_batch(records))
     finally:
         BOOKS.pop(book_id, None)
     problems = []
+    columns = out.non_tensor_batch
     for i, record in enumerate(records):
         prompt, response, mask, _ = row_tokens(out, i)
-        for name, got, want in (
-            ("prompt_ids", prompt, record.prompt_ids),
-            ("response_ids", response, record.response_ids),
-            ("response_mask", mask, record.response_mask),
-        ):
-            if got != want:
-                problems.append(
-                    f"trajectory {record.index}: {name} differs at position {_first_diff(got, want)} (lengths {len(got)} vs {len(want)})"
-                )
+        rebuilt = [(s["prompt_ids"], s["response_ids"], s["response_mask"]) for s in _segments_of(columns, i)]
+        recorded = [(s.prompt_ids, s.response_ids, s.response_mask) for s in record.segments]
+        if len(rebuilt) != len(recorded):
+            problems.append(f"trajectory {record.index}: {len(rebuilt)} segments rebuilt, {len(recorded)} recorded")
+        for where, got_part, want_part in [
+            *((f"segment {k}", g, w) for k, (g, w) in enumerate(zip(rebuilt, recorded, strict=False))),
+            ("", (prompt, response, mask), (record.prompt_ids, record.response_ids, record.response_mask)),
+        ]:
+            for name, got, want in zip(
+                ("prompt_ids", "response_ids", "response_mask"), got_part, want_part, strict=True
+            ):
+                if list(got) != list(want):
+                    problems.append(
+                        f"trajectory {record.index}: {where + ' ' if where else ''}{name} differs at position "
+                        f"{_first_diff(list(got), list(want))} (lengths {len(got)} vs {len(want)})"
+                    )
     return problems, out
+
+
+def _segments_of(columns: dict[str, Any], i: int) -> list[dict[str, Any]]:
+    return list(columns["segments"][i] or []) if "segments" in columns else []
 
 
 def resolve_replay_model(config: DictConfig, overrides: list[str], trajectories: str) -> Path:

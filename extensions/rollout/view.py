@@ -28,7 +28,7 @@ from typing import Any
 import jinja2
 
 from extensions.errors import ConfigError, LongflowError
-from extensions.rollout.records import TrajectoryRecord, TurnRecord, read_jsonl
+from extensions.rollout.records import SegmentRecord, TrajectoryRecord, TurnRecord, read_jsonl
 
 logger = logging.getLogger(__name__)
 
@@ -109,21 +109,41 @@ def badge_kind(reason: str) -> str:
     return BADGES.get(reason, "limit" if reason.startswith("max_") else "other")
 
 
-def _turn_view(record: TrajectoryRecord, i: int, turn: TurnRecord) -> dict[str, Any]:
-    lo, hi = turn.span
-    mask = record.response_mask[lo:hi]
-    return {"i": i, "turn": turn, "n_tokens": hi - lo, "n_trained": sum(mask), "mask_class": mask_class(mask)}
+def _parts(record: TrajectoryRecord) -> list[tuple[str, TrajectoryRecord | SegmentRecord]]:
+    """(key prefix, part): a folded trajectory's earlier segments, then the record's own turns."""
+    return [*((f"s{k}-", seg) for k, seg in enumerate(record.segments)), ("", record)]
+
+
+def _turn_views(record: TrajectoryRecord) -> list[dict[str, Any]]:
+    views, n = [], len(record.segments) + 1
+    for k, (prefix, part) in enumerate(_parts(record)):
+        for i, turn in enumerate(part.turns):
+            lo, hi = turn.span
+            mask = part.response_mask[lo:hi]
+            view = {"i": i, "key": f"{prefix}{i}", "turn": turn, "n_tokens": hi - lo, "n_trained": sum(mask)}
+            view["mask_class"] = mask_class(mask)
+            # the first turn of a later segment: say the context was folded
+            view["fold"] = {"segment": k + 1, "of": n, "prompt_tokens": len(part.prompt_ids)} if k and not i else None
+            views.append(view)
+    return views
 
 
 def _token_data(record: TrajectoryRecord, tokenizer: Any, byte_cache: dict[int, bytes]) -> dict[str, Any]:
-    """Per turn: token texts, mask string, ids and log-probs; read by the page's script."""
+    """Per turn (of every segment): token texts, mask string, ids and log-probs; read by the page's script."""
     data = {}
-    for i, turn in enumerate(record.turns):
-        lo, hi = turn.span
-        ids = record.response_ids[lo:hi]
-        lp = None if record.logprobs is None else [round(x, 3) for x in record.logprobs[lo:hi]]
-        mask = "".join("1" if m else "0" for m in record.response_mask[lo:hi])
-        data[str(i)] = {"start": lo, "t": token_pieces(tokenizer, ids, byte_cache), "m": mask, "id": ids, "lp": lp}
+    for prefix, part in _parts(record):
+        for i, turn in enumerate(part.turns):
+            lo, hi = turn.span
+            ids = part.response_ids[lo:hi]
+            lp = None if part.logprobs is None else [round(x, 3) for x in part.logprobs[lo:hi]]
+            mask = "".join("1" if m else "0" for m in part.response_mask[lo:hi])
+            data[f"{prefix}{i}"] = {
+                "start": lo,
+                "t": token_pieces(tokenizer, ids, byte_cache),
+                "m": mask,
+                "id": ids,
+                "lp": lp,
+            }
     return data
 
 
@@ -131,19 +151,21 @@ def trajectory_view(
     record: TrajectoryRecord, pos: int, tokenizer: Any | None = None, byte_cache: dict[int, bytes] | None = None
 ) -> dict[str, Any]:
     """What the template needs for one trajectory section."""
-    roles = Counter(t.role for t in record.turns)
-    tool_turns = [t for t in record.turns if t.role == "tool"]
-    calls = [c for t in tool_turns for c in t.tool_calls] + [c for t in record.turns for c in t.code_calls]
+    all_turns = [t for _, part in _parts(record) for t in part.turns]
+    roles = Counter(t.role for t in all_turns)
+    tool_turns = [t for t in all_turns if t.role == "tool"]
+    calls = [c for t in tool_turns for c in t.tool_calls] + [c for t in all_turns for c in t.code_calls]
     return {
         "pos": pos,
         "r": record,
         "badge": badge_kind(record.termination_reason),
         "roles": roles,
-        "n_calls": len(calls) or sum(len(t.tool_calls) for t in record.turns if t.role == "assistant"),
+        "n_calls": len(calls) or sum(len(t.tool_calls) for t in all_turns if t.role == "assistant"),
         "n_call_errors": sum(c.error is not None for c in calls),
-        "n_malformed": sum(len(t.malformed_tool_calls) for t in record.turns),
-        "n_trained": sum(record.response_mask),
-        "turns": [_turn_view(record, i, t) for i, t in enumerate(record.turns)],
+        "n_malformed": sum(len(t.malformed_tool_calls) for t in all_turns),
+        "n_trained": sum(sum(part.response_mask) for _, part in _parts(record)),
+        "n_segments": len(record.segments) + 1,
+        "turns": _turn_views(record),
         "tokens": None
         if tokenizer is None
         else _token_data(record, tokenizer, {} if byte_cache is None else byte_cache),

@@ -5,7 +5,8 @@ offers hook points and ``extensions/plugin.py`` (the composition root) passes th
 in (``tests/test_verl_compat.py`` forbids any other ``extensions.*`` import here). ``registries``
 (verl's name tables, the ``verl.interactions`` alias of a given module, the tool-YAML loader with a
 given expansion, the Continuous Token prefix cache),
-``trainer_hooks`` (per-row records for advantage estimators, ``longflow/`` metrics) and
+``trainer_hooks`` (per-row records for advantage estimators, a post-step on v1's advantages,
+``longflow/`` metrics), ``worker_hooks`` (the rollout driver's worker taking a list of outputs) and
 ``reliances`` (what each of those takes from verl, checked by ``tests/test_verl_compat.py``).
 
 verl 0.9.1 does not promise to keep any of what follows. Each reliance is a ``Reliance`` entry in
@@ -85,6 +86,7 @@ from extensions.verl_compat.trainer_hooks import (  # noqa: E402
     install_trainer_hooks,
     installed_trainer_hooks,
 )
+from extensions.verl_compat.worker_hooks import accept_segment_lists  # noqa: E402
 
 __all__ = [
     "RELIANCES",
@@ -93,6 +95,7 @@ __all__ = [
     "Reliance",
     "VerlVersionError",
     "accept_mcp_tool_yaml",
+    "accept_segment_lists",
     "build_assistant_message",
     "capture_performance_metrics",
     "required_tool_name",

@@ -138,6 +138,14 @@ def _check_output_columns() -> None:
     assert not missing, f"AgentLoopWorker._postprocess no longer keeps {missing} as stable columns"
 
 
+def _check_legacy_postprocess() -> None:
+    from verl.experimental.agent_loop.agent_loop import AgentLoopWorker
+
+    params = _params(AgentLoopWorker._agent_loop_postprocess)
+    assert params == ["self", "output", "validate", "kwargs"], f"legacy postprocess changed: {params}"
+    _source_calls(AgentLoopWorker._run_agent_loop, "_agent_loop_postprocess")
+
+
 def _check_v1_postprocess() -> None:
     from verl.trainer.ppo.v1 import agent_loop_tq
 
@@ -228,6 +236,12 @@ RELIANCES: list[Reliance] = [
         "experimental/agent_loop/agent_loop.py",
         "extras, turn_scores and tool_rewards must be columns of every batch",
         _check_output_columns,
+    ),
+    Reliance(
+        "legacy postprocessing of a list",
+        "experimental/agent_loop/agent_loop.py",
+        "the rollout driver's worker takes a folding loop's segments (verl_compat/worker_hooks.py)",
+        _check_legacy_postprocess,
     ),
     Reliance(
         "v1 postprocessing",
