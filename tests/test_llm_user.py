@@ -133,6 +133,31 @@ async def test_empty_policy_reply_is_an_error_trajectory_and_the_batch_goes_on(w
     assert good.reason == "interaction_done" and good.turn_scores == [1.0]
 
 
+async def test_a_user_reply_ends_where_the_model_writes_a_turn_marker(worker, tmp_path):
+    """The 0.5B model playing the user on vLLM wrote ``<|im_start|>user`` as plain text and copied the
+    assistant's message after it: the reply ends at the marker (the server is asked to stop there), and
+    a reply that is nothing but a new turn is an error that says so."""
+    path = write_config(tmp_path, stop_on_final_answer=True)
+    loop = register_loop("lw_llm_user_marker", interaction_config_path=path)
+    tok = worker.tokenizer
+    marker = tok.encode("<|im_start|>user\nWhich apple?", add_special_tokens=False, split_special_tokens=True)
+    assert tok.convert_tokens_to_ids("<|im_start|>") not in marker  # the marker as text, not the special token
+    ok = tok.encode("Apples cost 3 dollars.", add_special_tokens=False) + marker
+    samples = [ask_sample("ASK-6", loop), ask_sample("ASK-7", loop, user_facts=["OTHERFACT"])]
+    agent = {"ASK-6": ["Which apple?", "#### 12"], "ASK-7": ["Which apple?"]}
+    out, routed = await run_two_sided(
+        worker, agent, {"USERFACT": [ok], "OTHERFACT": [[tok.encode(" ")[0], *marker]]}, samples
+    )
+    good, bad = Row(out, 0), Row(out, 1)
+    user = [t for t in good.extras["turns"] if t["role"] == "user"]
+    assert user[0]["text"] == "Apples cost 3 dollars."
+    assert bad.reason == "error"
+    assert bad.extras["error"] == (
+        "UserModelError: interaction 'llm_user' (LLMUserInteraction): the policy server returned an empty user "
+        "reply (it began a new turn at once: the model copies instead of playing the user)"
+    )
+
+
 def test_user_view_swaps_roles_and_hides_tools_and_thinking():
     messages = [
         {"role": "system", "content": "agent system prompt"},

@@ -35,6 +35,18 @@ def strip_trailing_specials(text: str) -> str:
     return _TRAILING_SPECIALS.sub("", text)
 
 
+TURN_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
+"""Chat-template turn markers. A small model playing the user sometimes writes one as plain text and goes
+on with an invented next turn (on an H100, Qwen2.5-Coder-0.5B wrote ``<|im_start|>user`` and copied the
+assistant's message in 164 of 756 user replies: docs/results/ask-user-h100/); the reply ends there."""
+
+
+def cut_at_turn_marker(text: str) -> str:
+    """``text`` up to the first chat-template turn marker written as text (``TURN_MARKERS``)."""
+    cut = min((i for i in (text.find(m) for m in TURN_MARKERS) if i >= 0), default=len(text))
+    return text[:cut]
+
+
 def visible_text(content: Any) -> str:
     """An assistant message as a reader sees it: thinking and trailing special tokens (``<|im_end|>``) removed."""
     text = content if isinstance(content, str) else ""
@@ -104,12 +116,15 @@ class PolicyBackend:
             )
         text = tokenizer.apply_chat_template(view, tokenize=False, add_generation_prompt=True)
         prompt_ids = tokenizer.encode(text, add_special_tokens=False)
-        output = await server.generate(
-            request_id=request_id, prompt_ids=prompt_ids, sampling_params=dict(self.sampling)
-        )
-        reply = tokenizer.decode(output.token_ids, skip_special_tokens=True).strip()
+        sampling = {**self.sampling, "stop": list(TURN_MARKERS)}  # vLLM stops at a marker written as text
+        output = await server.generate(request_id=request_id, prompt_ids=prompt_ids, sampling_params=sampling)
+        text = tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        reply = cut_at_turn_marker(text).strip()
         if not reply:
-            raise UserModelError(f"{self.owner}: the policy server returned an empty user reply")
+            detail = (
+                " (it began a new turn at once: the model copies instead of playing the user)" if text.strip() else ""
+            )
+            raise UserModelError(f"{self.owner}: the policy server returned an empty user reply{detail}")
         return reply
 
 
