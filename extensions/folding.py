@@ -67,11 +67,18 @@ def parse_fold_settings(value: Any, *, entry: str) -> FoldSettings:
 
 
 def read_summary(text: str) -> tuple[str, bool]:
-    """(summary, tagged): the text inside ``<summary>`` (to its end if unclosed), else the whole reply."""
-    match = _SUMMARY.search(text)
-    if match is None:
+    """(summary, tagged): the last non-empty ``<summary>`` after any thinking (to its end if unclosed),
+    else the whole reply after the thinking; a reply cut off while still thinking carries nothing."""
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    elif "<think>" in text:
+        return "", False
+    found = [(m.group(1).strip(), m) for m in _SUMMARY.finditer(text)]
+    found = [(summary, m) for summary, m in found if summary]
+    if not found:
         return text.strip(), False
-    return match.group(1).strip(), "</summary>" in text[match.start() :]
+    summary, match = found[-1]
+    return summary, "</summary>" in text[match.start() :]
 
 
 def carry_message(summary: str, observation: str | None) -> dict[str, str]:

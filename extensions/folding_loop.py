@@ -26,9 +26,11 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
+from extensions.code_fence_loop import append_tokens
 from extensions.context_budget import append_context
 from extensions.custom_rollouts import LongWorkflowAgent
 from extensions.episode import Episode, Phase, build_output, context_anchor
+from extensions.errors import ConfigError
 from extensions.folding import carry_message, last_observation, parse_fold_settings, read_summary
 from extensions.records_schema import Reason
 from extensions.token_text import truncate_to_tokens
@@ -48,6 +50,24 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         self.window = self.fold.window_tokens or self.prompt_length + self.response_length
         instruction = len(self.tokenizer.encode(self.fold.instruction, add_special_tokens=False))
         self.fold_reserve = instruction + FRAMING + self.fold.summary_max_tokens
+        if self.response_length - self.fold_reserve < MIN_TURN_TOKENS:
+            raise ConfigError(
+                f"agent loop {name!r}: fold: the fold reserves {self.fold_reserve} response tokens (instruction "
+                f"{instruction} + {FRAMING} + summary_max_tokens {self.fold.summary_max_tokens}), leaving fewer than "
+                f"{MIN_TURN_TOKENS} of rollout.response_length={self.response_length} for a turn; lower "
+                "summary_max_tokens or raise response_length"
+            )
+        im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
+        end = im_end if im_end != self.tokenizer.unk_token_id else self.tokenizer.eos_token_id
+        self.turn_closing = [end, *self.tokenizer.encode("\n", add_special_tokens=False)]
+        """Closes a turn the reserve cut (ChatML's end of turn; the tokenizer's EOS elsewhere)."""
+        one = [{"role": "user", "content": "x"}]
+        opened = self.tokenizer.apply_chat_template(one, add_generation_prompt=True, tokenize=False)
+        closed = self.tokenizer.apply_chat_template(one, add_generation_prompt=False, tokenize=False)
+        self.generation_prompt = self.tokenizer.encode(opened[len(closed) :], add_special_tokens=False)
+        """What the template appends to open the assistant's turn (``<|im_start|>assistant\n`` in ChatML)."""
+        self._due: str | None = None  # a fold asked for by _out_of_budget (verl builds one loop per sample)
+        self._started_past = False  # this segment's first prompt was already past the context trigger
 
     # -- when to fold ------------------------------------------------------------------
 
@@ -61,18 +81,27 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
     def _room(self, episode: Episode) -> int:
         return super()._room(episode) - (self.fold_reserve if self._folds_left(episode) else 0)
 
+    def _past_trigger(self, episode: Episode) -> bool:
+        return len(episode.prompt_ids) >= self.fold.trigger_fraction * self.window
+
     def _fold_trigger(self, episode: Episode) -> str | None:
-        """``context``, ``budget`` or None. Never before the segment's first assistant turn: a segment
-        whose first prompt is already past the trigger goes on until its budget is spent."""
+        """``context``, ``budget`` or None. Never before the segment's first assistant turn; a segment
+        whose first prompt was already past the context trigger folds on its budget alone."""
+        if self._due is not None:
+            return self._due
         if not any(turn["role"] == "assistant" for turn in episode.turns):
             return None
-        if len(episode.prompt_ids) >= self.fold.trigger_fraction * self.window:
+        if self._past_trigger(episode) and not self._started_past:
             return "context"
         if self._generation_budget(episode) < MIN_TURN_TOKENS:
             return "budget"
         return None
 
     async def _step(self, phase: Phase, episode: Episode, sampling_params: dict[str, Any]) -> Phase:
+        if phase == Phase.PENDING:  # the sample's messages, an environment's opening message included
+            phase = await super()._step(phase, episode, sampling_params)
+            episode.task_messages, self._started_past = len(episode.messages), self._past_trigger(episode)
+            return phase
         if phase == Phase.GENERATING and (trigger := self._fold_trigger(episode)) is not None:
             if not self._folds_left(episode):
                 detail = f"the context filled in segment {self.fold.max_segments} of {self.fold.max_segments}"
@@ -86,14 +115,17 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         if not self._folds_left(episode):
             return super()._out_of_budget(episode, detail)
         episode.tool_calls, episode.parse_errors = [], []
+        self._due = "budget"
         return Phase.GENERATING
 
     # -- the fold ----------------------------------------------------------------------
 
     async def _fold(self, episode: Episode, sampling_params: dict[str, Any], trigger: str) -> Phase:
         """Ask for the summary, close the segment, open the next one from the task and the summary."""
+        self._due = None
         task = episode.messages[: episode.task_messages]
         observation = last_observation(episode.messages[episode.task_messages :])
+        self._end_turn_for_request(episode)
         start = len(episode.response_mask)
         instruction = [{"role": "user", "content": self.fold.instruction}]
         room = self.response_length - len(episode.response_mask)
@@ -131,7 +163,23 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
             return episode.finish(Reason.PROMPT_TOO_LONG, detail)
         self._close_segment(episode, trigger, summary_tokens=len(output.token_ids))
         episode.messages, episode.prompt_ids = messages, prompt_ids
+        self._started_past = self._past_trigger(episode)
         return Phase.GENERATING
+
+    def _end_turn_for_request(self, episode: Episode) -> None:
+        """Make the stream end where a user message may follow: take back the assistant-turn opening that
+        tool results or a user message end with (and shorten that turn's record), or close a turn the
+        reserve cut off."""
+        k = len(self.generation_prompt)
+        if k and len(episode.response_mask) >= k and episode.prompt_ids[-k:] == self.generation_prompt:
+            end = len(episode.response_mask)
+            episode.prompt_ids, episode.response_mask = episode.prompt_ids[:-k], episode.response_mask[:-k]
+            if episode.response_logprobs:
+                episode.response_logprobs = episode.response_logprobs[:-k]
+            if episode.turns and episode.turns[-1]["span"][1] == end:
+                episode.turns[-1]["span"] = [episode.turns[-1]["span"][0], end - k]
+        elif episode.prompt_ids and episode.prompt_ids[-1] not in self.end_ids:
+            append_tokens(episode, self.turn_closing)
 
     def _close_segment(self, episode: Episode, trigger: str, *, summary_tokens: int) -> None:
         """The segment so far as its own output (reason ``folded``); the running stream starts afresh."""

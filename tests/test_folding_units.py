@@ -33,6 +33,10 @@ def test_read_summary_takes_the_tagged_text_or_says_it_was_not_tagged():
     )
     assert read_summary("<summary>balance 120, cut off") == ("balance 120, cut off", False)
     assert read_summary("  balance 120  ") == ("balance 120", False)
+    # thinking is not the summary: the last non-empty one after it counts; a reply cut while thinking carries nothing
+    assert read_summary("<think>use <summary></summary> tags</think><summary>total=42</summary>") == ("total=42", True)
+    assert read_summary("<summary>old</summary> then <summary>new</summary>") == ("new", True)
+    assert read_summary("<think>still thinking about <summary>x</summary>") == ("", False)
 
 
 def test_the_next_segment_carries_the_summary_and_the_last_observation():
@@ -112,3 +116,21 @@ def test_the_ledger_answer_is_scored_and_max_segments_pays_the_budget_penalty():
     extras = {"termination_reason": "max_segments", "final_answer_text": "#### 1268"}
     score = compute_score("longflow/ledger", "", "1268", {"extras": extras}, budget_penalty=0.25)
     assert (score["acc"], score["termination_penalty"], score["score"]) == (1.0, 0.25, 0.75)
+
+
+def test_a_fold_reserve_that_leaves_no_room_for_a_turn_is_a_config_error(qwen_dir):
+    from hydra.errors import InstantiationException
+
+    from extensions.verl_compat import agent_loop_registry
+    from tests.conftest import FIXTURES, PACK_LOOPS, build_worker, make_batch, sample
+
+    worker = build_worker(qwen_dir, tools=FIXTURES / "tools.yaml", agent_loops=PACK_LOOPS, tool_format="hermes")
+    agent_loop_registry()["fold_tiny"] = {
+        "_target_": "extensions.folding_loop.FoldingWorkflowAgent",
+        "name": "fold_tiny",
+        "fold": {"summary_max_tokens": 3060},
+    }
+    with pytest.raises(InstantiationException, match=r"agent loop 'fold_tiny': fold: the fold reserves \d+ response"):
+        import asyncio
+
+        asyncio.run(worker.generate_sequences(make_batch([sample("X", "fold_tiny")])))

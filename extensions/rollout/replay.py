@@ -142,7 +142,8 @@ class ReplayInteraction(BaseInteraction):
 
     async def generate_response(self, instance_id: str, messages: list[dict[str, Any]], **kwargs: Any):
         record = self._record(instance_id)
-        users = [t for t in record.turns if t.role == "user"]
+        parts = [*record.segments, record]  # a folded trajectory's user turns; fold requests have no score
+        users = [t for part in parts for t in part.turns if t.role == "user" and t.score is not None]
         k = self.next.get(instance_id, 0)
         self.next[instance_id] = k + 1
         turn = users[k]
