@@ -149,6 +149,10 @@ class LongWorkflowAgent(ToolAgentLoop):
 
     def _outputs(self, episode: Episode) -> AgentLoopOutput | list[AgentLoopOutput]:
         """What ``run`` returns: the trajectory's one output (a folding loop: one per segment)."""
+        return self._build_output(episode)
+
+    def _build_output(self, episode: Episode) -> AgentLoopOutput:
+        """The episode's stream so far as verl's ``AgentLoopOutput`` (``episode.build_output``)."""
         return build_output(
             episode,
             self.tokenizer,

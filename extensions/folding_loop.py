@@ -29,7 +29,7 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from extensions.code_fence_loop import append_tokens
 from extensions.context_budget import append_context
 from extensions.custom_rollouts import LongWorkflowAgent
-from extensions.episode import Episode, Phase, build_output, context_anchor
+from extensions.episode import Episode, Phase, context_anchor
 from extensions.errors import ConfigError
 from extensions.folding import carry_message, last_observation, parse_fold_settings, read_summary
 from extensions.records_schema import Reason
@@ -184,7 +184,7 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
     def _close_segment(self, episode: Episode, trigger: str, *, summary_tokens: int) -> None:
         """The segment so far as its own output (reason ``folded``); the running stream starts afresh."""
         episode.reason = Reason.FOLDED
-        output = self._build(episode)
+        output = self._build_output(episode)
         episode.reason = None
         output.extra_fields = copy.deepcopy(output.extra_fields)  # later segments mutate the episode's
         output.extra_fields["extras"].update(fold_trigger=trigger, summary_tokens=summary_tokens)
@@ -192,19 +192,9 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         episode.response_mask, episode.response_logprobs, episode.turns = [], [], []
         episode.last_assistant_ids, episode.final_answer_text = [], ""
 
-    def _build(self, episode: Episode) -> AgentLoopOutput:
-        return build_output(
-            episode,
-            self.tokenizer,
-            agent_name=self.agent_name,
-            response_length=self.response_length,
-            calculate_log_probs=self.rollout_config.calculate_log_probs,
-            reward_settings=self.reward_settings,
-        )
-
     def _outputs(self, episode: Episode) -> list[AgentLoopOutput]:  # type: ignore[override]
         """Every segment's output, the last one the trajectory's end; ``segment``/``num_segments`` on each."""
-        outputs = [*episode.segment_outputs, self._build(episode)]
+        outputs = [*episode.segment_outputs, self._build_output(episode)]
         for i, output in enumerate(outputs):
             output.extra_fields["extras"].update(segment=i, num_segments=len(outputs))
             if episode.reason == Reason.ERROR:
