@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import copy
 import time
+import weakref
+from dataclasses import dataclass
 from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
@@ -41,6 +43,38 @@ FRAMING = 16
 """Chat-template tokens around the fold instruction, on top of its own."""
 
 
+@dataclass(frozen=True)
+class TemplateTokens:
+    """What folding needs of the tokenizer and its chat template, worked out once per tokenizer."""
+
+    instruction_tokens: int
+    """Tokens of the fold instruction's text."""
+    turn_closing: list[int]
+    """Closes a turn the reserve cut (ChatML's end of turn; the tokenizer's EOS elsewhere)."""
+    generation_prompt: list[int]
+    """What the template appends to open the assistant's turn (``<|im_start|>assistant\n`` in ChatML)."""
+
+
+_TEMPLATE_TOKENS: weakref.WeakKeyDictionary[Any, dict[str, TemplateTokens]] = weakref.WeakKeyDictionary()
+
+
+def template_tokens(tokenizer: Any, instruction: str) -> TemplateTokens:
+    """``TemplateTokens`` of ``tokenizer``; cached, since verl builds the loop again for every sample."""
+    by_instruction = _TEMPLATE_TOKENS.setdefault(tokenizer, {})
+    if instruction not in by_instruction:
+        im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
+        end = im_end if im_end != tokenizer.unk_token_id else tokenizer.eos_token_id
+        one = [{"role": "user", "content": "x"}]
+        opened = tokenizer.apply_chat_template(one, add_generation_prompt=True, tokenize=False)
+        closed = tokenizer.apply_chat_template(one, add_generation_prompt=False, tokenize=False)
+        by_instruction[instruction] = TemplateTokens(
+            instruction_tokens=len(tokenizer.encode(instruction, add_special_tokens=False)),
+            turn_closing=[end, *tokenizer.encode("\n", add_special_tokens=False)],
+            generation_prompt=tokenizer.encode(opened[len(closed) :], add_special_tokens=False),
+        )
+    return by_instruction[instruction]
+
+
 class FoldingWorkflowAgent(LongWorkflowAgent):
     """LongWorkflowAgent with context folding (``fold:`` settings, ``extensions/folding.py``)."""
 
@@ -48,7 +82,8 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         super().__init__(*args, name=name, **kwargs)
         self.fold = parse_fold_settings(fold, entry=name)
         self.window = self.fold.window_tokens or self.prompt_length + self.response_length
-        instruction = len(self.tokenizer.encode(self.fold.instruction, add_special_tokens=False))
+        template = template_tokens(self.tokenizer, self.fold.instruction)
+        instruction = template.instruction_tokens
         self.fold_reserve = instruction + FRAMING + self.fold.summary_max_tokens
         if self.response_length - self.fold_reserve < MIN_TURN_TOKENS:
             raise ConfigError(
@@ -57,15 +92,7 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
                 f"{MIN_TURN_TOKENS} of rollout.response_length={self.response_length} for a turn; lower "
                 "summary_max_tokens or raise response_length"
             )
-        im_end = self.tokenizer.convert_tokens_to_ids("<|im_end|>")
-        end = im_end if im_end != self.tokenizer.unk_token_id else self.tokenizer.eos_token_id
-        self.turn_closing = [end, *self.tokenizer.encode("\n", add_special_tokens=False)]
-        """Closes a turn the reserve cut (ChatML's end of turn; the tokenizer's EOS elsewhere)."""
-        one = [{"role": "user", "content": "x"}]
-        opened = self.tokenizer.apply_chat_template(one, add_generation_prompt=True, tokenize=False)
-        closed = self.tokenizer.apply_chat_template(one, add_generation_prompt=False, tokenize=False)
-        self.generation_prompt = self.tokenizer.encode(opened[len(closed) :], add_special_tokens=False)
-        """What the template appends to open the assistant's turn (``<|im_start|>assistant\n`` in ChatML)."""
+        self.turn_closing, self.generation_prompt = template.turn_closing, template.generation_prompt
         self._due: str | None = None  # a fold asked for by _out_of_budget (verl builds one loop per sample)
         self._started_past = False  # this segment's first prompt was already past the context trigger
 
