@@ -88,7 +88,9 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
 
 SYSTEM = (
     "You are a careful bookkeeper. The ledger is too long to read at once: call read_page with a page "
-    "number to read one page at a time, in order, and keep track of the balance as you go. " + ANSWER_FORMAT
+    "number to read one page at a time, in order, and keep track of the balance as you go. To read page 1, "
+    'reply with exactly <tool_call>{"name": "read_page", "arguments": {"page": 1}}</tool_call> and nothing else. '
+    + ANSWER_FORMAT
 )
 
 

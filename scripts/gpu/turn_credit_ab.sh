@@ -11,7 +11,8 @@
 # not fit 80 GB (engines 7.7-8.8 GiB, actors 8.5-15 GiB each: one ran out of memory), three ran at
 # ~27 s a step; with the ~12 minutes of carrying, installing and starting, 30 steps of four arms do
 # not fit one 30-minute hold.
-# Knobs: STEPS (30), STAGGER_S (45: seconds between starts), SEEDS ("1"), ESTIMATORS ("grpo turn_grpo").
+# Knobs: STEPS (30), STAGGER_S (45: seconds between starts), SEEDS ("1"), ESTIMATORS ("grpo turn_grpo"),
+# VAL_BEFORE (true; false skips the first arm's evaluation before training when it is already measured).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-30}
@@ -27,7 +28,7 @@ for seed in ${SEEDS:-1}; do
   for estimator in ${ESTIMATORS:-grpo turn_grpo}; do
     $first || sleep "${STAGGER_S:-45}"
     VARIANT=tools bash scripts/gpu/train_bg.sh "${estimator}_s$seed" "algorithm.adv_estimator=$estimator" \
-      "data.seed=$seed" "trainer.val_before_train=$first" "${share[@]}"
+      "data.seed=$seed" "trainer.val_before_train=$($first && echo "${VAL_BEFORE:-true}" || echo false)" "${share[@]}"
     first=false
   done
 done

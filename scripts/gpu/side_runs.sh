@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Rollout-driver runs (vLLM) beside the trainers of one hold, on the GPU machine after install_on_gpu.sh:
+#   bash scripts/gpu/side_runs.sh start    # in the background, one after the other:
+#       1. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("full masked"), $ASK_LIMIT (256) test problems
+#       2. experiments/ledger_folding on $LEDGERS (64) held-out ledgers (split test), greedy, variants
+#          truncated (react, 4K window), wide (react, 24K window), fold (folding_workflow, 4K window)
+#   bash scripts/gpu/side_runs.sh status   # one line per finished part; $OUT/side.tgz holds everything so far
+# Each engine gets a fixed KV cache ($KV_BYTES, 6 GiB) so that it can share the GPU with running trainers.
+# Needs outputs/gsm8k_input/test.jsonl (GSM8K test; carry it: there is no network there).
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+SIDE=${SIDE:-/tmp/side}
+case ${1:-} in
+start)
+  mkdir -p "$SIDE/src"
+  tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$SIDE/src"
+  (cd "$SIDE/src" && setsid nohup bash scripts/gpu/side_runs.sh run > "$SIDE/console.log" 2>&1 < /dev/null &)
+  echo "side runs started: $SIDE/console.log"
+  ;;
+run)
+  source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"
+  export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
+  export LONGFLOW_MODEL_PATH=${LONGFLOW_MODEL_PATH:-/tmp/longflow/qwen25-coder-0.5b-instruct}
+  share=(actor_rollout_ref.rollout.gpu_memory_utilization=0.15
+    "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=${KV_BYTES:-6442450944}")
+  echo "== ask_user $(date +%T)"
+  PYTHON=python3 GSM8K_INPUT=$PWD/outputs/gsm8k_input/test.jsonl OUT=$SIDE/ask DATA=$SIDE/ask_data \
+    LIMIT=${ASK_LIMIT:-256} VARIANTS=${ASK_VARIANTS:-full masked} bash experiments/gsm8k_ask_user/run.sh "${share[@]}"
+  echo "ask_user rc $? $(date +%T)"
+  data=$SIDE/ledger_data
+  python3 -m extensions.data.ledger --output-dir "$data" --split test --count "${LEDGERS:-64}" --agent-name react
+  for variant in ${LEDGER_VARIANTS:-truncated wide fold}; do
+    case $variant in
+      truncated) args=(--force-agent-name react) ;;
+      wide) args=(--force-agent-name react data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
+      fold) args=(--force-agent-name folding_workflow) ;;
+    esac
+    echo "== ledger $variant $(date +%T)"
+    python3 -m extensions.rollout experiments/ledger_folding --backend vllm --data "$data/test.parquet" \
+      --limit "${LEDGERS:-64}" --batch-size "${LEDGERS:-64}" --out "$SIDE/ledger/$variant" \
+      actor_rollout_ref.rollout.temperature=0 "${args[@]}" "${share[@]}"
+    echo "ledger $variant rc $? $(date +%T)"
+  done
+  echo "side runs done $(date +%T)"
+  ;;
+status)
+  grep -E "^(== |ask_user rc|ledger .* rc|side runs done|variant|full|masked)" "$SIDE/console.log" 2>/dev/null
+  tail -n 3 "$SIDE/console.log" 2>/dev/null | cut -c1-300
+  if [ -n "${OUT:-}" ] && [ -d "$SIDE" ]; then
+    (cd "$SIDE" && tar -czf "$OUT/side.tgz" --exclude=./src --exclude=./ask_data --exclude=./ledger_data .)
+  fi
+  ;;
+*) echo "usage: bash scripts/gpu/side_runs.sh start|status" >&2; exit 2 ;;
+esac
