@@ -223,8 +223,9 @@ class LongWorkflowAgent(ToolAgentLoop):
             anchor=anchor,
             **episode.take_inline_record(),
         )
-        if self._generation_budget(episode) <= 0:
-            return self._out_of_budget(episode, "the response budget ran out while generating")
+        if episode.out_of_room or self._generation_budget(episode) <= 0:
+            detail, episode.out_of_room = episode.out_of_room or "the response budget ran out while generating", None
+            return self._out_of_budget(episode, detail)
         episode.messages.append(build_assistant_message(self, content, episode))
         return after_assistant(
             episode, max_assistant_turns=self.max_assistant_turns, max_tool_rounds=self.settings.max_tool_rounds
@@ -275,9 +276,14 @@ class LongWorkflowAgent(ToolAgentLoop):
                 episode.user_turns += 1
                 episode.add_turn("user", start, len(episode.response_mask), appended=True, **record)
                 return Phase.GENERATING
-            reason, detail = Reason.RESPONSE_BUDGET, "no room left for the user's message"
+            return self._user_message_without_room(episode, start, record)
         episode.add_turn("user", start, start, appended=False, **record)
         return episode.finish(reason, detail)
+
+    def _user_message_without_room(self, episode: Episode, start: int, record: dict[str, Any]) -> Phase:
+        """The user's message does not fit: it is recorded, not appended, and the trajectory ends."""
+        episode.add_turn("user", start, start, appended=False, **record)
+        return episode.finish(Reason.RESPONSE_BUDGET, "no room left for the user's message")
 
     # -- what needs the loop's server, parser and token merges ----------------------------
 
@@ -330,8 +336,8 @@ class LongWorkflowAgent(ToolAgentLoop):
         outcome = await run_block(episode, self.fence, block.code)
         result = truncate_to_tokens(self.tokenizer, outcome.text, self.fence.max_output_tokens)
         ids = self.tokenizer.encode(output_block(result, after=text), add_special_tokens=False)
-        if len(ids) > self._room(episode):
-            episode.finish(Reason.RESPONSE_BUDGET, "no room left for a code block's output")
+        if len(ids) > self._room(episode):  # the turn ends here; _handle_generating_state hands it on
+            episode.out_of_room = "no room left for a code block's output"
             return None
         append_tokens(episode, ids)
         record_inline_call(episode, outcome, start)

@@ -93,6 +93,8 @@ class Episode(AgentData):
         """How many of ``messages`` are the sample's own (a folding loop restarts from them)."""
         self.segment_outputs: list[Any] = []
         """Outputs of the segments closed so far (context folding: ``folding_loop.py``)."""
+        self.out_of_room: str | None = None
+        """Why this assistant turn was cut short for lack of room (a code block's output did not fit)."""
 
     def take_inline_record(self) -> dict[str, Any]:
         """The ``code_calls`` field of this turn's record (empty without any); resets the list."""

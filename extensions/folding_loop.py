@@ -1,8 +1,10 @@
 """``FoldingWorkflowAgent``: LongWorkflowAgent that folds its own context and returns one output per segment.
 
 When a fold is due (``extensions/folding.py``: the context reached ``trigger_fraction`` of the window,
-or the response budget has no room left for a turn), the policy is asked for a summary, the segment
-ends, and the next one starts from the sample's messages plus the summary. ``run`` returns a LIST of
+or the response budget has no room left for a turn, tool results, a code block's output or the user's
+message), the policy is asked for a summary, the segment ends, and the next one starts from the
+sample's messages plus the summary (and the last observation, cut until the prompt fits; a user
+message that had no room comes after it). ``run`` returns a LIST of
 ``AgentLoopOutput`` s, one per segment, which verl 0.9.1's v1 trainer accepts
 (``AgentLoopWorkerTQ._agent_loop_postprocess``): every segment is its own training row, every response
 token is in exactly one segment, the trajectory's reward is scored on the last segment and copied to
@@ -95,6 +97,7 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         self.turn_closing, self.generation_prompt = template.turn_closing, template.generation_prompt
         self._due: str | None = None  # a fold asked for by _out_of_budget (verl builds one loop per sample)
         self._started_past = False  # this segment's first prompt was already past the context trigger
+        self._carried_user: str | None = None  # a user message that had no room, for the next segment
 
     # -- when to fold ------------------------------------------------------------------
 
@@ -145,6 +148,15 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         self._due = "budget"
         return Phase.GENERATING
 
+    def _user_message_without_room(self, episode: Episode, start: int, record: dict[str, Any]) -> Phase:
+        """Fold instead of ending; the next segment opens with the summary and then this message."""
+        if not self._folds_left(episode):
+            return super()._user_message_without_room(episode, start, record)
+        episode.user_turns += 1
+        episode.add_turn("user", start, start, appended=False, carried=True, **record)
+        self._carried_user, self._due = record["text"], "budget"
+        return Phase.GENERATING
+
     # -- the fold ----------------------------------------------------------------------
 
     async def _fold(self, episode: Episode, sampling_params: dict[str, Any], trigger: str) -> Phase:
@@ -176,13 +188,10 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
             summary=True,
             summary_tagged=tagged,
         )
-        if observation and self.fold.carry_last_observation:
-            observation = truncate_to_tokens(self.tokenizer, observation, self.fold.observation_max_tokens)
-        messages = [*task, carry_message(summary, observation if self.fold.carry_last_observation else None)]
-        builder = self.continuous_token_builder
-        prompt_ids = await self.loop.run_in_executor(
-            None, lambda: builder.build_initial_tokens(messages, tools=episode.schemas)
-        )
+        carried = [{"role": "user", "content": self._carried_user}] if self._carried_user is not None else []
+        self._carried_user = None
+        keep = self.fold.observation_max_tokens if observation and self.fold.carry_last_observation else 0
+        messages, prompt_ids = await self._next_prompt(episode, task, summary, observation, keep, carried)
         if len(prompt_ids) > self.prompt_length:
             detail = (
                 f"the next segment's prompt has {len(prompt_ids)} tokens; rollout.prompt_length is {self.prompt_length}"
@@ -192,6 +201,24 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         episode.messages, episode.prompt_ids = messages, prompt_ids
         self._started_past = self._past_trigger(episode)
         return Phase.GENERATING
+
+    async def _next_prompt(
+        self, episode: Episode, task: list[dict[str, Any]], summary: str, observation: str | None, keep: int,
+        carried: list[dict[str, Any]],
+    ) -> tuple[list[dict[str, Any]], list[int]]:  # fmt: skip
+        """The next segment's messages and prompt: the task, the summary with the last observation cut to
+        ``keep`` tokens (shorter still, or left out, when the prompt would not fit), a carried user message."""
+        builder = self.continuous_token_builder
+        while True:
+            carry = truncate_to_tokens(self.tokenizer, observation, keep) if observation and keep > 0 else None
+            messages = [*task, carry_message(summary, carry), *carried]
+            prompt_ids = await self.loop.run_in_executor(
+                None, lambda m=messages: builder.build_initial_tokens(m, tools=episode.schemas)
+            )
+            over = len(prompt_ids) - self.prompt_length
+            if over <= 0 or carry is None:
+                return messages, prompt_ids
+            keep = max(0, keep - over - FRAMING)  # shrink by the overflow (and the cut marker); 0: leave it out
 
     def _end_turn_for_request(self, episode: Episode) -> None:
         """Make the stream end where a user message may follow: take back the assistant-turn opening that
@@ -210,9 +237,9 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
 
     def _close_segment(self, episode: Episode, trigger: str, *, summary_tokens: int) -> None:
         """The segment so far as its own output (reason ``folded``); the running stream starts afresh."""
-        episode.reason = Reason.FOLDED
+        reason, episode.reason = episode.reason, Reason.FOLDED
         output = self._build_output(episode)
-        episode.reason = None
+        episode.reason = reason
         output.extra_fields = copy.deepcopy(output.extra_fields)  # later segments mutate the episode's
         output.extra_fields["extras"].update(fold_trigger=trigger, summary_tokens=summary_tokens)
         episode.segment_outputs.append(output)

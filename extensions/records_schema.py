@@ -79,7 +79,8 @@ class TurnRecord(TypedDict, total=False):
     is the pack's) and ``step_rewards`` (that reward split over the steps the code calls divide the
     turn into, when there are calls); tool: ``tool_calls`` (``CallRecord`` s), ``malformed_tool_calls``, ``latency_s``;
     user: ``latency_s``, ``score``, ``text``, ``appended``. Context folding adds ``fold`` (the user
-    message asking for a summary) and ``summary``/``summary_tagged`` (the assistant turn writing it).
+    message asking for a summary) and ``summary``/``summary_tagged`` (the assistant turn writing it), and
+    ``carried`` (a user message without room in its segment, given to the next one after the summary).
     """
 
     index: int
@@ -98,6 +99,7 @@ class TurnRecord(TypedDict, total=False):
     fold: bool
     summary: bool
     summary_tagged: bool
+    carried: bool
 
 
 class Extras(TypedDict):

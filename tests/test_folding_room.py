@@ -1,0 +1,167 @@
+"""Folding when something other than a tool result has no room (verl's real AgentLoopWorker, the
+scripted server, the real sandbox): a user's message that does not fit folds the context and opens
+the next segment after the summary; a code block's output that does not fit cuts the turn and folds.
+Without folds left, both end the trajectory with ``response_budget`` as in ``long_workflow``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from extensions.folding import INSTRUCTION, carry_message, parse_fold_settings
+from extensions.folding_loop import FRAMING, template_tokens
+from extensions.rollout.convert import to_record
+from extensions.token_text import TRUNCATION_NOTE
+from extensions.verl_compat import accept_segment_lists
+from tests.conftest import FIXTURES, PROMPT_LENGTH, RESPONSE_LENGTH, ROOT, build_worker, run_batch, sample
+from tests.trainer_harness import tool_call
+
+SUMMARY_CAP = 48
+RESERVE_FINAL = 64
+LEFT = 40
+"""Response tokens left for generation after the long first reply: more than a turn needs
+(``MIN_TURN_TOKENS``), less than ``reserve_final_tokens``, so no context message has room."""
+SUMMARY = "<summary>Answered 5; the user asked me to check.</summary>"
+BLOCK = "```python\nprint(6 * 7)\n```\n"
+
+
+def entry(name: str, max_segments: int, **settings: Any) -> dict[str, Any]:
+    fold = {"window_tokens": 100_000, "max_segments": max_segments, "summary_max_tokens": SUMMARY_CAP}
+    return {
+        "name": name,
+        "_target_": "extensions.folding_loop.FoldingWorkflowAgent",
+        "reserve_final_tokens": RESERVE_FINAL,
+        "fold": fold,
+        **settings,
+    }
+
+
+def worker_for(qwen_dir: Any, tmp: Any, tools: Any, tool_format: str, entries: list[dict[str, Any]]) -> Any:
+    loops = tmp / "agent_loops.yaml"
+    loops.write_text(yaml.safe_dump(entries))
+    return accept_segment_lists(build_worker(qwen_dir, tools=tools, agent_loops=loops, tool_format=tool_format))
+
+
+def filler(tok: Any, tail: str, tokens: int) -> str:
+    """Text of exactly ``tokens`` tokens that ends with ``tail``."""
+    word = len(tok.encode(" alpha", add_special_tokens=False))
+    head = "alpha" + " alpha" * ((tokens - len(tok.encode("alpha" + tail, add_special_tokens=False))) // word)
+    text = head + tail
+    assert len(tok.encode(text, add_special_tokens=False)) == tokens
+    return text
+
+
+def reserve(tok: Any) -> int:
+    """The response tokens a fold keeps back while a fold is left (folding_loop.FoldingWorkflowAgent)."""
+    return template_tokens(tok, parse_fold_settings(None, entry="x").instruction).instruction_tokens + FRAMING + 48
+
+
+@pytest.fixture(scope="module")
+def user_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    user = {"interaction_config_path": str(FIXTURES / "interactions.yaml"), "tool_parser": "hermes_strict"}
+    carry = {"window_tokens": 2000, "trigger_fraction": 0.5, "observation_max_tokens": 2000}
+    entries = [entry("fold_user", 3, **user), entry("fold_user_two", 2, **user)]
+    entries.append({**entry("fold_carry", 2, tool_parser="hermes_strict"), "fold": carry})
+    return worker_for(qwen_dir, tmp_path_factory.mktemp("u"), FIXTURES / "tools.yaml", "hermes", entries)
+
+
+@pytest.fixture(scope="module")
+def fence_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    fence = {"tool_parser": "code_fence", "interaction_config_path": None}
+    entries = [entry("fold_fence", 3, **fence), entry("fold_fence_two", 2, **fence)]
+    tools = ROOT / "experiments" / "gsm8k_learn" / "tools.yaml"
+    return worker_for(qwen_dir, tmp_path_factory.mktemp("f"), tools, "auto", entries)
+
+
+async def test_a_user_message_without_room_folds_and_opens_the_next_segment(user_worker):
+    tok = user_worker.tokenizer
+    first = filler(tok, "\n#### 5", RESPONSE_LENGTH - reserve(tok) - LEFT - 1)  # + its end token
+    script = {"FU": [first, SUMMARY, "Checked: 4.\n#### 4"]}
+    ikwargs = {"name": "scripted", "user_messages": ["Please check again."]}
+    out = await run_batch(user_worker, script, [sample("FU", "fold_user", interaction_kwargs=ikwargs)])
+    record = to_record(out, 0, tok)
+    (segment,) = record.segments
+    assert segment.fold_trigger == "budget"
+    assert [t.role for t in segment.turns] == ["assistant", "user", "user", "assistant"]
+    asked, fold = segment.turns[1], segment.turns[2]
+    assert asked.span[0] == asked.span[1] and asked.visible_text == "Please check again."
+    assert INSTRUCTION in fold.text
+    content = carry_message("Answered 5; the user asked me to check.", None)["content"]
+    assert tok.decode(record.prompt_ids).endswith(
+        f"<|im_start|>user\n{content}<|im_end|>\n<|im_start|>user\nPlease check again.<|im_end|>\n"
+        "<|im_start|>assistant\n"
+    )
+    extras = out.non_tensor_batch["extras"][0]
+    assert extras["termination_reason"] == "interaction_done" and extras["num_user_turns"] == 1
+    raw = record.model_dump()["segments"][0]["turns"][1]
+    assert raw["span"] == (asked.span[0], asked.span[0])
+
+
+async def test_in_the_last_segment_a_user_message_without_room_ends_the_trajectory(user_worker):
+    tok = user_worker.tokenizer
+    first = filler(tok, "\n#### 5", RESPONSE_LENGTH - reserve(tok) - LEFT - 1)
+    last = filler(tok, "\n#### 4", RESPONSE_LENGTH - LEFT - 1)  # no fold left: no reserve
+    ikwargs = {"name": "scripted", "user_messages": ["Please check again.", "And again."]}
+    script = {"FU2": [first, SUMMARY, last]}
+    out = await run_batch(user_worker, script, [sample("FU2", "fold_user_two", interaction_kwargs=ikwargs)])
+    record = to_record(out, 0, tok)
+    assert len(record.segments) == 1
+    extras = out.non_tensor_batch["extras"][0]
+    assert (extras["termination_reason"], extras["error"]) == ("response_budget", "no room left for the user's message")
+    assert [t["role"] for t in extras["turns"]] == ["assistant", "user"] and extras["turns"][1]["appended"] is False
+    assert extras["turns"][1]["text"] == "And again." and extras["num_user_turns"] == 1
+
+
+async def test_a_code_output_without_room_cuts_the_turn_and_folds(fence_worker):
+    tok = fence_worker.tokenizer
+    first = filler(tok, "\n" + BLOCK, RESPONSE_LENGTH - reserve(tok) - LEFT)
+    summary = "<summary>I was computing 6 * 7.</summary>"
+    out = await run_batch(fence_worker, {"FF": [first, summary, "6 * 7 = 42.\n#### 42"]}, [sample("FF", "fold_fence")])
+    record = to_record(out, 0, tok)
+    (segment,) = record.segments
+    assert segment.fold_trigger == "budget"
+    assert [t.role for t in segment.turns] == ["assistant", "user", "assistant"]
+    cut = segment.turns[0]
+    end = tok.convert_tokens_to_ids("<|im_end|>")
+    # the cut turn: the policy's tokens (trained), then the closing the fold request needs (not trained)
+    closing = [end, *tok.encode("\n", add_special_tokens=False)]
+    assert segment.response_ids[: cut.span[1]] == tok.encode(first, add_special_tokens=False)
+    assert segment.response_ids[cut.span[1] : cut.span[1] + 2] == closing
+    assert segment.response_mask[: cut.span[1] + 2] == [1] * cut.span[1] + [0, 0]
+    assert cut.code_calls == []  # the block was not given an output
+    assert "```output" not in tok.decode(segment.response_ids)
+    assert record.termination_reason == "final_answer"
+    assert tok.decode(record.response_ids) == "6 * 7 = 42.\n#### 42<|im_end|>"
+
+
+async def test_in_the_last_segment_a_code_output_without_room_ends_the_trajectory(fence_worker):
+    tok = fence_worker.tokenizer
+    first = filler(tok, "\n" + BLOCK, RESPONSE_LENGTH - reserve(tok) - LEFT)
+    last = filler(tok, "\n" + BLOCK.replace("6 * 7", "6 * 8"), RESPONSE_LENGTH - LEFT)  # no fold left: no reserve
+    script = {"FF2": [first, "<summary>6 * 7</summary>", last, "never asked for"]}
+    out = await run_batch(fence_worker, script, [sample("FF2", "fold_fence_two")])
+    assert len(to_record(out, 0, tok).segments) == 1
+    extras = out.non_tensor_batch["extras"][0]
+    assert (extras["termination_reason"], extras["error"]) == (
+        "response_budget",
+        "no room left for a code block's output",
+    )
+    assert extras["num_assistant_turns"] == 2 and [t["role"] for t in extras["turns"]] == ["assistant"]
+
+
+async def test_a_carried_observation_is_cut_until_the_next_prompt_fits(user_worker):
+    """observation_max_tokens (2000) is more than the prompt can hold (1024): the last tool result is cut
+    further, by the overflow, instead of the fold failing with prompt_too_long."""
+    tok = user_worker.tokenizer
+    long = " ".join(["alpha"] * 1200)
+    script = {"FC": [tool_call("echo", text=long), "<summary>Echoed it.</summary>", "#### 4"]}
+    out = await run_batch(user_worker, script, [sample("FC", "fold_carry")])
+    record = to_record(out, 0, tok)
+    (segment,) = record.segments
+    assert segment.fold_trigger == "context" and record.termination_reason == "final_answer"
+    assert PROMPT_LENGTH - 2 * 16 <= len(record.prompt_ids) <= PROMPT_LENGTH
+    prompt = tok.decode(record.prompt_ids)
+    assert "The last message before the summary:\necho: alpha alpha" in prompt
+    assert TRUNCATION_NOTE.strip() in prompt
