@@ -15,7 +15,7 @@ per-row loss mean.
 
 Each segment's ``extras`` has its own turns (spans into its own response) and ``termination_reason``
 ``folded`` (the last: the trajectory's reason), ``segment``/``num_segments``, the trigger of its fold
-(``fold_trigger``: ``context`` or ``budget``) and the summary's length (``summary_tokens``); the
+(``fold_trigger``: ``context``, ``budget`` or ``tool``: the model called ``fold``, ``extensions/tools/fold.py``) and the summary's length (``summary_tokens``); the
 counts are the trajectory's so far, so the last segment carries the whole trajectory's, which the
 reward reads. A trajectory that ends in ``error`` trains on none of its segments.
 """
@@ -38,6 +38,7 @@ from extensions.errors import ConfigError
 from extensions.folding import carry_message, last_observation, parse_fold_settings, read_summary
 from extensions.records_schema import Reason
 from extensions.token_text import truncate_to_tokens
+from extensions.tools.fold import NAME as FOLD_TOOL
 
 MIN_TURN_TOKENS = 32
 """A fold is due when fewer response tokens than this are left for the next turn."""
@@ -132,6 +133,8 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
             phase = await super()._step(phase, episode, sampling_params)
             episode.task_messages, self._started_past = len(episode.messages), self._past_trigger(episode)
             return phase
+        if phase == Phase.PROCESSING_TOOLS and any(call.name == FOLD_TOOL for call in episode.tool_calls):
+            return self._fold_asked(episode)
         if phase == Phase.GENERATING and (trigger := self._fold_trigger(episode)) is not None:
             if not self._folds_left(episode):
                 detail = f"the context filled in segment {self.fold.max_segments} of {self.fold.max_segments}"
@@ -147,6 +150,19 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         episode.tool_calls, episode.parse_errors = [], []
         self._due = "budget"
         return Phase.GENERATING
+
+    def _fold_asked(self, episode: Episode) -> Phase:
+        """The model called ``fold``: fold now (the turn's other calls are not run); in the last segment
+        the call is answered with an error and the other calls run."""
+        if self._folds_left(episode):
+            episode.tool_calls, episode.parse_errors, self._due = [], [], "tool"
+            return Phase.GENERATING
+        episode.tool_calls = [call for call in episode.tool_calls if call.name != FOLD_TOOL]
+        episode.parse_errors.append(
+            f"error: no fold is left (this is segment {self.fold.max_segments} of max_segments "
+            f"{self.fold.max_segments}); finish the task in this context"
+        )
+        return Phase.PROCESSING_TOOLS
 
     def _user_message_without_room(self, episode: Episode, start: int, record: dict[str, Any]) -> Phase:
         """Fold instead of ending; the next segment opens with the summary and then this message."""

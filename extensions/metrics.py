@@ -15,7 +15,7 @@ and any logger the user enables (W&B, tensorboard, mlflow):
     longflow/segments/mean, /max            segments per folded-or-not trajectory (folding loops; rows
                                             that say ``num_segments``)
     longflow/summary_tokens/mean            tokens of each fold's summary
-    longflow/folds/<trigger>                folds per trajectory by trigger (context, budget)
+    longflow/folds/<trigger>                folds per trajectory by trigger (context, budget, tool)
     longflow/val/...                        the same, for a validation run
 
 A trajectory folded into N segments is N rows; each per-trajectory figure above is taken from its
@@ -76,7 +76,7 @@ def _segment_metrics(
         f"{prefix}segments/max": float(max(counts, default=0)),
         f"{prefix}summary_tokens/mean": _mean([row.get("summary_tokens") or 0 for row in folds]),
     }
-    for trigger in ("context", "budget"):
+    for trigger in ("context", "budget", "tool"):
         n = sum(row["fold_trigger"] == trigger for row in folds)
         metrics[f"{prefix}folds/{trigger}"] = n / len(finals) if finals else 0.0
     return metrics

@@ -123,7 +123,7 @@ class SegmentExtras(TypedDict, total=False):
 
     segment: int
     num_segments: int
-    fold_trigger: Literal["context", "budget"]
+    fold_trigger: Literal["context", "budget", "tool"]
     """Why the segment was folded (every segment but the last): the context reached the trigger
-    fraction of the window, or the response budget had no room left for a turn."""
+    fraction of the window, the response budget had no room left, or the model called ``fold``."""
     summary_tokens: int

@@ -68,6 +68,16 @@ def user_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.fixture(scope="module")
+def fold_tool_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    tmp = tmp_path_factory.mktemp("t")
+    tools = yaml.safe_load((FIXTURES / "tools.yaml").read_text())
+    tools["tools"].append({"class_name": "extensions.tools.fold.FoldTool", "config": {"type": "native"}})
+    (tmp / "tools.yaml").write_text(yaml.safe_dump(tools))
+    entries = [entry("fold_tool", 2, tool_parser="hermes_strict", interaction_config_path=None, max_parallel_calls=2)]
+    return worker_for(qwen_dir, tmp, tmp / "tools.yaml", "hermes", entries)
+
+
+@pytest.fixture(scope="module")
 def fence_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     fence = {"tool_parser": "code_fence", "interaction_config_path": None}
     entries = [entry("fold_fence", 3, **fence), entry("fold_fence_two", 2, **fence)]
@@ -165,3 +175,22 @@ async def test_a_carried_observation_is_cut_until_the_next_prompt_fits(user_work
     prompt = tok.decode(record.prompt_ids)
     assert "The last message before the summary:\necho: alpha alpha" in prompt
     assert TRUNCATION_NOTE.strip() in prompt
+
+
+async def test_a_call_to_fold_folds_and_in_the_last_segment_is_answered_with_an_error(fold_tool_worker):
+    tok = fold_tool_worker.tokenizer
+    both = tool_call("echo", text="not run") + "\n" + tool_call("fold")
+    script = {"FT": [both, "<summary>Nothing yet.</summary>", tool_call("fold"), "#### 4"]}
+    out = await run_batch(fold_tool_worker, script, [sample("FT", "fold_tool")])
+    record = to_record(out, 0, tok)
+    (segment,) = record.segments
+    assert segment.fold_trigger == "tool"
+    assert [t.role for t in segment.turns] == ["assistant", "user", "assistant"]  # no tool round: nothing ran
+    assert segment.turns[0].text.startswith(both)
+    assert [t.role for t in record.turns] == ["assistant", "tool", "assistant"]
+    assert "error: no fold is left (this is segment 2 of max_segments 2); finish the task in this context" in (
+        record.turns[1].text
+    )
+    extras = out.non_tensor_batch["extras"][0]
+    assert extras["termination_reason"] == "final_answer" and extras["num_tool_calls"] == 0
+    assert "fold" in tok.decode(segment.prompt_ids)  # the tool is offered in the prompt

@@ -101,15 +101,19 @@ def test_metrics_count_each_folded_trajectory_once_from_its_last_segment():
         seg(0, 2, "folded", fold_trigger="context", summary_tokens=40),
         seg(1, 2, "final_answer"),
         seg(0, 1, "final_answer"),
+        seg(0, 3, "folded", fold_trigger="tool", summary_tokens=20),
+        seg(1, 3, "folded", fold_trigger="budget", summary_tokens=30),
+        seg(2, 3, "final_answer"),
         {"termination_reason": "final_answer", "num_tool_calls": 1},  # an unfolded loop's row
     ]
     m = longflow_metrics(rows)
     assert m["longflow/recorded_fraction"] == 1.0
     assert m["longflow/termination/final_answer"] == 1.0 and m["longflow/termination/folded"] == 0.0
-    assert m["longflow/tool_calls/mean"] == pytest.approx((4 + 2 + 1) / 3)
-    assert (m["longflow/segments/mean"], m["longflow/segments/max"]) == (1.5, 2.0)
-    assert m["longflow/summary_tokens/mean"] == 40.0
-    assert (m["longflow/folds/context"], m["longflow/folds/budget"]) == (0.5, 0.0)
+    assert m["longflow/tool_calls/mean"] == pytest.approx((4 + 2 + 6 + 1) / 4)
+    assert (m["longflow/segments/mean"], m["longflow/segments/max"]) == (2.0, 3.0)
+    assert m["longflow/summary_tokens/mean"] == 30.0
+    folds = (m["longflow/folds/context"], m["longflow/folds/budget"], m["longflow/folds/tool"])
+    assert folds == (1 / 3, 1 / 3, 1 / 3)
 
 
 def test_the_ledger_answer_is_scored_and_max_segments_pays_the_budget_penalty():

@@ -39,6 +39,7 @@ logger = logging.getLogger(__name__)
 
 LEDGER = LONGFLOW_LEDGER
 TOOL = "read_page"
+FOLD_TOOL = "fold"  # extensions/tools/fold.py (not imported: data prep loads no verl)
 KINDS = ("deposit", "withdrawal")
 PAYEES = ("Northwind", "Contoso", "Fabrikam", "Tailspin", "Litware", "Adatum", "Proseware", "Wingtip")
 PURPOSES = ("invoice", "refund", "payroll", "rent", "supplies", "licence", "freight", "consulting", "repairs")
@@ -94,8 +95,10 @@ SYSTEM = (
 )
 
 
-def build_row(ledger: Ledger, spec: LedgerSpec, *, index: int, split: str, agent_name: str) -> dict[str, Any]:
-    """One verl sample."""
+def build_row(
+    ledger: Ledger, spec: LedgerSpec, *, index: int, split: str, agent_name: str, fold_tool: bool = False
+) -> dict[str, Any]:
+    """One verl sample; ``fold_tool`` also offers ``fold`` (``extensions/tools/fold.py``)."""
     question = (
         f"The ledger has {spec.pages} pages. Account {ledger.account} opened with a balance of {ledger.opening}. "
         f"Deposits add to an account's balance and withdrawals subtract from it. What is the balance of account "
@@ -107,7 +110,7 @@ def build_row(ledger: Ledger, spec: LedgerSpec, *, index: int, split: str, agent
         "question": question,
         "transactions": ledger.transactions,
         "tools_kwargs": {TOOL: {"create_kwargs": {"pages": ledger.pages}}},
-        "tool_selection": [TOOL],
+        "tool_selection": [TOOL, FOLD_TOOL] if fold_tool else [TOOL],
     }
     return {
         "data_source": LEDGER,
@@ -120,7 +123,14 @@ def build_row(ledger: Ledger, spec: LedgerSpec, *, index: int, split: str, agent
 
 
 def prepare(
-    output_dir: str | Path, *, split: str, count: int, spec: LedgerSpec, seed: int = 0, agent_name: str
+    output_dir: str | Path,
+    *,
+    split: str,
+    count: int,
+    spec: LedgerSpec,
+    seed: int = 0,
+    agent_name: str,
+    fold_tool: bool = False,
 ) -> Path:
     """Write ``<output_dir>/<split>.parquet`` with ``count`` ledgers; returns its path."""
     spec.check()
@@ -133,6 +143,7 @@ def prepare(
             index=i,
             split=split,
             agent_name=agent_name,
+            fold_tool=fold_tool,
         )
         for i in range(count)
     ]
@@ -155,11 +166,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--accounts", type=int, default=LedgerSpec.accounts)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agent-name", default="folding_workflow", help="agent loop name for the agent_name column")
+    parser.add_argument("--fold-tool", action="store_true", help="also offer the fold tool (folding_workflow only)")
     args = parser.parse_args(argv)
     try:
         spec = LedgerSpec(args.pages, args.per_page, args.accounts)
         prepare(
-            args.output_dir, split=args.split, count=args.count, spec=spec, seed=args.seed, agent_name=args.agent_name
+            args.output_dir,
+            split=args.split,
+            count=args.count,
+            spec=spec,
+            seed=args.seed,
+            agent_name=args.agent_name,
+            fold_tool=args.fold_tool,
         )
     except LongflowError as exc:
         logger.error("%s", exc)

@@ -56,6 +56,8 @@ def test_splits_are_deterministic_and_disjoint(tmp_path):
     account = re.search(r"Account (ACC-\d{3}[A-Z]) opened with a balance of (\d+)", row["prompt"][1]["content"])
     balance, count = recount(list(pages(row)), account[1], int(account[2]))
     assert row["reward_model"]["ground_truth"] == str(balance) and row["extra_info"]["transactions"] == count
+    folding = prepare(tmp_path / "d", split="train", count=1, spec=spec, agent_name="folding_workflow", fold_tool=True)
+    assert pq.read_table(folding).to_pylist()[0]["extra_info"]["tool_selection"] == ["read_page", "fold"]
 
 
 def test_bad_options_exit_2_naming_the_option(tmp_path, caplog):
