@@ -19,8 +19,8 @@ from typing import Any, Protocol
 from omegaconf import DictConfig, open_dict
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 
-from extensions.errors import LongflowError
-from extensions.verl_compat import accept_segment_lists
+from extensions.errors import ConfigError, LongflowError
+from extensions.verl_compat import accept_segment_lists, segment_list_manager
 from extensions.verl_config import build_agent_loop_worker
 
 logger = logging.getLogger(__name__)
@@ -89,15 +89,16 @@ class ServerBackend:
     def __init__(self, config: DictConfig, engine: str):
         require_engine(engine)
         import ray
-        from verl.experimental.agent_loop import AgentLoopManager
         from verl.workers.rollout.llm_server import LLMServerManager
 
         set_engine(config, engine)
+        check_server_replicas(config)
         self.engine = engine
         if not ray.is_initialized():
             ray.init(runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "true", "VLLM_LOGGING_LEVEL": "WARN"}})
         self.server_manager = LLMServerManager.create(config=config)
-        self.manager = AgentLoopManager.create(config=config, llm_client=self.server_manager.get_client())
+        manager = segment_list_manager()  # a folding loop's list of segments becomes one record
+        self.manager = manager.create(config=config, llm_client=self.server_manager.get_client())
         self.num_workers = int(config.actor_rollout_ref.rollout.agent.num_workers)
         from verl.utils import hf_tokenizer
 
@@ -112,6 +113,24 @@ class ServerBackend:
         import ray
 
         ray.shutdown()
+
+
+def check_server_replicas(config: DictConfig) -> int:
+    """How many standalone server replicas verl's LLMServerManager will start (GPUs over GPUs per
+    replica); a ConfigError when none would (verl would start none and fail every sample)."""
+    rollout = config.actor_rollout_ref.rollout
+    gpus = int(rollout.n_gpus_per_node) * int(rollout.nnodes)
+    tp, dp, pp = (
+        int(rollout[k]) for k in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")
+    )
+    if gpus // (tp * dp * pp) < 1:
+        raise ConfigError(
+            f"actor_rollout_ref.rollout: one server replica needs tensor_model_parallel_size {tp} x "
+            f"data_parallel_size {dp} x pipeline_model_parallel_size {pp} = {tp * dp * pp} GPUs, but "
+            f"n_gpus_per_node {rollout.n_gpus_per_node} x nnodes {rollout.nnodes} = {gpus}; no server would start. "
+            f"Set actor_rollout_ref.rollout.tensor_model_parallel_size=1 (or run on {tp * dp * pp} GPUs)"
+        )
+    return gpus // (tp * dp * pp)
 
 
 def make_backend(name: str, config: DictConfig) -> Backend:

@@ -86,7 +86,11 @@ from extensions.verl_compat.trainer_hooks import (  # noqa: E402
     install_trainer_hooks,
     installed_trainer_hooks,
 )
-from extensions.verl_compat.worker_hooks import accept_segment_lists  # noqa: E402
+from extensions.verl_compat.worker_hooks import (  # noqa: E402
+    accept_segment_lists,
+    segment_list_manager,
+    segment_list_worker_class,
+)
 
 __all__ = [
     "RELIANCES",
@@ -96,6 +100,8 @@ __all__ = [
     "VerlVersionError",
     "accept_mcp_tool_yaml",
     "accept_segment_lists",
+    "segment_list_manager",
+    "segment_list_worker_class",
     "build_assistant_message",
     "capture_performance_metrics",
     "required_tool_name",

@@ -144,6 +144,10 @@ def _check_legacy_postprocess() -> None:
     params = _params(AgentLoopWorker._agent_loop_postprocess)
     assert params == ["self", "output", "validate", "kwargs"], f"legacy postprocess changed: {params}"
     _source_calls(AgentLoopWorker._run_agent_loop, "_agent_loop_postprocess")
+    from verl.experimental.agent_loop import AgentLoopManager
+
+    source = inspect.getsource(AgentLoopManager.__init__)  # a subclass's workers class is kept
+    assert 'if not hasattr(self, "agent_loop_workers_class")' in source, "AgentLoopManager's workers class hook changed"
 
 
 def _check_v1_postprocess() -> None:
@@ -240,7 +244,8 @@ RELIANCES: list[Reliance] = [
     Reliance(
         "legacy postprocessing of a list",
         "experimental/agent_loop/agent_loop.py",
-        "the rollout driver's worker takes a folding loop's segments (verl_compat/worker_hooks.py)",
+        "the rollout driver's workers (in-process, and Ray actors through AgentLoopManager's "
+        "agent_loop_workers_class) take a folding loop's segments (verl_compat/worker_hooks.py)",
         _check_legacy_postprocess,
     ),
     Reliance(

@@ -80,3 +80,24 @@ def test_unknown_backend_names_the_choices() -> None:
     config, _ = cli.compose_experiment(EXPERIMENT, [])
     with pytest.raises(ValueError, match=r"^unknown backend 'trt'; choose one of hf, vllm, sglang$"):
         backends.make_backend("trt", config)
+
+
+@pytest.mark.parametrize("experiment", sorted(p.parent.name for p in (ROOT / "experiments").glob("*/config.yaml")))
+def test_every_experiment_starts_one_server_replica_on_one_gpu(experiment: str) -> None:
+    """verl's default tensor_model_parallel_size is 2: an experiment that keeps it starts no server on one GPU
+    (the paged ledger did, on an H100: every sample failed with 'No available servers in load balancer')."""
+    config, _ = cli.compose_experiment(str(ROOT / "experiments" / experiment), [])
+    backends.set_engine(config, "vllm")
+    assert backends.check_server_replicas(config) == 1
+
+
+def test_a_config_that_would_start_no_server_is_refused_naming_the_keys() -> None:
+    config, _ = cli.compose_experiment(EXPERIMENT, ["actor_rollout_ref.rollout.tensor_model_parallel_size=2"])
+    backends.set_engine(config, "vllm")
+    with pytest.raises(backends.ConfigError) as err:
+        backends.check_server_replicas(config)
+    assert str(err.value) == (
+        "actor_rollout_ref.rollout: one server replica needs tensor_model_parallel_size 2 x data_parallel_size 1 x "
+        "pipeline_model_parallel_size 1 = 2 GPUs, but n_gpus_per_node 1 x nnodes 1 = 1; no server would start. "
+        "Set actor_rollout_ref.rollout.tensor_model_parallel_size=1 (or run on 2 GPUs)"
+    )

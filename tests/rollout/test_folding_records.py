@@ -13,7 +13,7 @@ from extensions.rollout.convert import to_record
 from extensions.rollout.records import read_jsonl, write_jsonl
 from extensions.rollout.replay import generations, replay
 from extensions.rollout.view import render_html
-from extensions.verl_compat import accept_segment_lists
+from extensions.verl_compat import accept_segment_lists, segment_list_manager, segment_list_worker_class
 from tests.conftest import FIXTURES, build_worker, run_batch, sample
 from tests.trainer_harness import tool_call
 
@@ -72,3 +72,18 @@ async def test_a_folded_trajectory_is_one_record_with_its_segments_and_replays_e
     assert "5 turns in 2 segments (context folded 1 time)" in page
     assert "segment 2 of 2 starts from the task and the summary" in page
     assert 'data-turn="s0-3"' in page and '"s0-3"' in page.split('id="tok-0"')[1]
+
+
+async def test_the_ray_workers_class_of_the_drivers_gpu_backends_takes_segments_too(fold_worker):
+    """``segment_list_manager()`` (the vLLM/SGLang backends) runs workers of ``segment_list_worker_class()``:
+    built here in-process, it turns the folding loop's list into the same record."""
+    from verl.experimental.agent_loop import AgentLoopManager
+
+    worker = segment_list_worker_class()(fold_worker.config, llm_client=None)
+    out = await run_batch(worker, SCRIPT, [sample("FR-fold", "fold_rec")])
+    record = to_record(out, 0, worker.tokenizer)
+    (segment,) = record.segments
+    assert segment.fold_trigger == "context" and record.termination_reason == "final_answer"
+    assert [t.role for t in segment.turns] == ["assistant", "tool", "user", "assistant"]
+    manager = segment_list_manager()
+    assert issubclass(manager, AgentLoopManager) and manager.agent_loop_workers_class is not None
