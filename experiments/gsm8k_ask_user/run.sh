@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gsm8k_ask_user through the rollout driver: the same problems (1) masked, with the simulated user,
-# (2) in full, without a user, (3) masked, without a user (control); then one table of the figures.
+# (2) in full, without a user, (3) masked, without a user (control), (4) as (1) with the question
+# saying a number is missing and asking to be asked; then one table of the figures.
 #   bash experiments/gsm8k_ask_user/run.sh                                   # GPU: vLLM, 256 problems
 #   BACKEND=hf LIMIT=8 RESPONSE_LENGTH=1024 bash experiments/gsm8k_ask_user/run.sh  # CPU, embedded model
 # Extra arguments are Hydra overrides for every run (e.g. actor_rollout_ref.model.path=/models/qwen).
@@ -12,7 +13,7 @@ BACKEND=${BACKEND:-vllm}
 RL=${RESPONSE_LENGTH:-2048}
 OUT=${OUT:-outputs/gsm8k_ask_user}
 DATA=${DATA:-outputs/data/gsm8k_ask_user}
-VARIANTS=${VARIANTS:-ask_user full masked}
+VARIANTS=${VARIANTS:-ask_user full masked ask_hinted}
 # GSM8K test: $GSM8K_INPUT, else $LONGFLOW_GSM8K_DIR/test.jsonl, else the public openai/gsm8k
 INPUT=${GSM8K_INPUT:-${LONGFLOW_GSM8K_DIR:+$LONGFLOW_GSM8K_DIR/test.jsonl}}
 $PY -m extensions.data.gsm8k_ask_user --input "${INPUT:-openai/gsm8k}" --split test \

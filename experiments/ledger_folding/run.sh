@@ -16,7 +16,7 @@ data=outputs/data/ledger/$agent   # the same ledgers (same seeds); the agent_nam
   "$PY" -m extensions.data.ledger --output-dir $data --split train --count 2000 --agent-name $agent
   "$PY" -m extensions.data.ledger --output-dir $data --split test --count 256 --agent-name $agent
 }
-python -m verl.trainer.main_ppo --config-path "$PWD/experiments/ledger_folding" --config-name config \
+"$PY" -m verl.trainer.main_ppo --config-path "$PWD/experiments/ledger_folding" --config-name config \
   "data.train_files=$PWD/$data/train.parquet" "data.val_files=$PWD/$data/test.parquet" \
   "actor_rollout_ref.rollout.multi_turn.tool_config_path=$PWD/tool_configs/ledger.yaml" \
   "actor_rollout_ref.rollout.agent.agent_loop_config_path=$PWD/experiments/ledger_folding/agent_loops.yaml" \

@@ -11,6 +11,8 @@ quantity passes the checks are left out and counted. Three files of the same pro
   ``interaction_kwargs = {name: llm_user, ground_truth, user_facts: [<sentence with the number>]}``.
 - ``full.parquet``: the original question, no user (the accuracy without a user).
 - ``masked.parquet``: the masked question, no user (a control: the problem cannot be solved).
+- ``ask_hinted.parquet``: as ``ask_user``, and the question itself says a number is missing and
+  asks to be asked (``HINT_LINE``): what the 0.5B model, which does not ask on ``ask_user``, needs.
 
 Tools: ``python_exec`` only. Columns are those of ``extensions.data.gsm8k`` (``data_source``
 ``longflow/gsm8k``, scored by ``extensions/custom_rewards.py``), with ``extra_info.masking``
@@ -37,12 +39,14 @@ from extensions.rewards.gsm8k import LONGFLOW_GSM8K
 logger = logging.getLogger(__name__)
 
 TOOLS = ("python_exec",)
-VARIANTS = ("ask_user", "full", "masked")
+VARIANTS = ("ask_user", "full", "masked", "ask_hinted")
 INTERACTION = "llm_user"
 ASK_LINE = (
     "The problem may leave out a number you need. Then do not guess: ask the user one short question "
     "about it and wait for the answer (write no #### line in that message)."
 )
+
+HINT_LINE = "One number you need is missing from this problem. Ask me for it before you solve it."
 
 
 def ask_system_prompt() -> str:
@@ -51,7 +55,7 @@ def ask_system_prompt() -> str:
 
 
 def build_variants(row: dict[str, Any], masked: Masked, *, index: int, split: str, agent_name: str) -> dict[str, Any]:
-    """The three samples (ask_user, full, masked) of one problem."""
+    """The samples (ask_user, full, masked, ask_hinted) of one problem."""
     base = build_row(
         row, index=index, split=split, tools=TOOLS, agent_name=agent_name, interaction=None, data_source=LONGFLOW_GSM8K
     )
@@ -77,6 +81,7 @@ def build_variants(row: dict[str, Any], masked: Masked, *, index: int, split: st
         "ask_user": variant(masked.question, ask_system_prompt(), user),
         "full": variant(base["extra_info"]["question"], plain, None),
         "masked": variant(masked.question, plain, None),
+        "ask_hinted": variant(masked.question + "\n\n" + HINT_LINE, ask_system_prompt(), user),
     }
 
 
@@ -91,7 +96,7 @@ def prepare(
     skip_bad_rows: bool = False,
     loader: Callable[..., Any] | None = None,
 ) -> dict[str, Any]:
-    """Write ``<output_dir>/{ask_user,full,masked}.parquet``; returns counts and the written paths."""
+    """Write ``<output_dir>/{ask_user,full,masked,ask_hinted}.parquet``; returns counts and the written paths."""
     if limit is not None and limit < 1:
         raise ConfigError(f"--limit {limit}: must be at least 1")
     rows = read_rows(source, split=split, hf_config=hf_config, loader=loader)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Rollout-driver runs (vLLM) beside the trainers of one hold, on the GPU machine after install_on_gpu.sh:
 #   bash scripts/gpu/side_runs.sh start    # in the background, one after the other:
-#       1. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("full masked"), $ASK_LIMIT (256) test problems
-#       2. experiments/ledger_folding on $LEDGERS (64) held-out ledgers (split test), greedy, variants
+#       1. experiments/ledger_folding on $LEDGERS (64) held-out ledgers (split test), greedy, $LEDGER_VARIANTS of
 #          truncated (react, 4K window), wide (react, 24K window), fold (folding_workflow, 4K window)
+#       2. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("ask_hinted"), $ASK_LIMIT (256) test problems
 #   bash scripts/gpu/side_runs.sh status   # one line per finished part; $OUT/side.tgz holds everything so far
 # Each engine gets a fixed KV cache ($KV_BYTES, 6 GiB) so that it can share the GPU with running trainers.
 # Needs outputs/gsm8k_input/test.jsonl (GSM8K test; carry it: there is no network there).
@@ -23,10 +23,6 @@ run)
   export LONGFLOW_MODEL_PATH=${LONGFLOW_MODEL_PATH:-/tmp/longflow/qwen25-coder-0.5b-instruct}
   share=(actor_rollout_ref.rollout.gpu_memory_utilization=0.15
     "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=${KV_BYTES:-6442450944}")
-  echo "== ask_user $(date +%T)"
-  PYTHON=python3 GSM8K_INPUT=$PWD/outputs/gsm8k_input/test.jsonl OUT=$SIDE/ask DATA=$SIDE/ask_data \
-    LIMIT=${ASK_LIMIT:-256} VARIANTS=${ASK_VARIANTS:-full masked} bash experiments/gsm8k_ask_user/run.sh "${share[@]}"
-  echo "ask_user rc $? $(date +%T)"
   data=$SIDE/ledger_data
   python3 -m extensions.data.ledger --output-dir "$data" --split test --count "${LEDGERS:-64}" --agent-name react
   for variant in ${LEDGER_VARIANTS:-truncated wide fold}; do
@@ -41,10 +37,14 @@ run)
       actor_rollout_ref.rollout.temperature=0 "${args[@]}" "${share[@]}"
     echo "ledger $variant rc $? $(date +%T)"
   done
+  echo "== ask_user $(date +%T)"
+  PYTHON=python3 GSM8K_INPUT=$PWD/outputs/gsm8k_input/test.jsonl OUT=$SIDE/ask DATA=$SIDE/ask_data \
+    LIMIT=${ASK_LIMIT:-256} VARIANTS=${ASK_VARIANTS:-ask_hinted} bash experiments/gsm8k_ask_user/run.sh "${share[@]}"
+  echo "ask_user rc $? $(date +%T)"
   echo "side runs done $(date +%T)"
   ;;
 status)
-  grep -E "^(== |ask_user rc|ledger .* rc|side runs done|variant|full|masked)" "$SIDE/console.log" 2>/dev/null
+  grep -E "^(== |ask_user rc|ledger .* rc|side runs done|variant|full|masked|ask_)" "$SIDE/console.log" 2>/dev/null
   tail -n 3 "$SIDE/console.log" 2>/dev/null | cut -c1-300
   if [ -n "${OUT:-}" ] && [ -d "$SIDE" ]; then
     (cd "$SIDE" && tar -czf "$OUT/side.tgz" --exclude=./src --exclude=./ask_data --exclude=./ledger_data .)

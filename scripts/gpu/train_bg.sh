@@ -2,6 +2,7 @@
 # Start a training run of experiments/gsm8k_learn in the background on the GPU machine (after
 # install_on_gpu.sh), so that it outlives the 10-minute device call that starts it:
 #   VARIANT=tools|no_tools bash scripts/gpu/train_bg.sh NAME [hydra overrides]
+#   VARIANT=ledger_fold bash scripts/gpu/train_bg.sh NAME [overrides]   # experiments/ledger_folding, fold variant
 #                                      # -> /tmp/runs/NAME/{console.log,metrics.jsonl,val/,rc,command.txt}
 #   bash scripts/gpu/train_bg.sh --wait NAME SECONDS   # print progress until it ends or SECONDS pass,
 #                                                      # then copy the run's files to $OUT/NAME (if $OUT is set)
@@ -52,9 +53,9 @@ fi
 name=$1; shift
 VARIANT=${VARIANT:-tools}
 case $VARIANT in
-  tools) extra=() ;;
+  tools|ledger_fold) extra=() ;;
   no_tools) extra=(actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent) ;;
-  *) echo "VARIANT=$VARIANT: expected tools or no_tools" >&2; exit 2 ;;
+  *) echo "VARIANT=$VARIANT: expected tools, no_tools or ledger_fold" >&2; exit 2 ;;
 esac
 run=/tmp/runs/$name; src=$run/src
 mkdir -p "$src"
@@ -62,6 +63,10 @@ tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - 
 source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"   # LONGFLOW_ENV_FILE=/tmp/longflow-env-sglang.sh: the SGLang stack
 export PYTHONPATH=$src:$PYTHONPATH LONGFLOW_MODEL_PATH=${LONGFLOW_MODEL_PATH:-/tmp/longflow/qwen25-coder-0.5b-instruct}
 export PYTHONUNBUFFERED=1 VERL_FILE_LOGGER_PATH=$run/metrics.jsonl
+if [ "$VARIANT" = ledger_fold ]; then   # its run.sh writes the ledgers (deterministic) and starts main_ppo
+  cmd=(env VARIANT=fold PYTHON=python3 bash experiments/ledger_folding/run.sh
+    "trainer.validation_data_dir=$run/val" "trainer.experiment_name=$name" "$@")
+else
 data=$src/outputs/data/gsm8k_learn/$VARIANT
 [ -f "$data/test.parquet" ] || { echo "missing $data/test.parquet: carry outputs/data/gsm8k_learn" >&2; exit 2; }
 cmd=(python3 -m verl.trainer.main_ppo --config-path "$src/experiments/gsm8k_learn" --config-name config
@@ -69,6 +74,7 @@ cmd=(python3 -m verl.trainer.main_ppo --config-path "$src/experiments/gsm8k_lear
   "actor_rollout_ref.rollout.multi_turn.tool_config_path=$src/experiments/gsm8k_learn/tools.yaml"
   "actor_rollout_ref.rollout.agent.agent_loop_config_path=$src/experiments/gsm8k_learn/agent_loops.yaml"
   "trainer.validation_data_dir=$run/val" "trainer.experiment_name=$name" "${extra[@]}" "$@")
+fi
 printf '%q ' "${cmd[@]}" > "$run/command.txt"
 (cd "$src" && setsid nohup bash -c '"$@" > "$0/console.log" 2>&1; echo $? > "$0/rc"' "$run" "${cmd[@]}" < /dev/null > /dev/null 2>&1 &)
 echo "started $name ($VARIANT): $(cat "$run/command.txt")"

@@ -88,15 +88,16 @@ def test_a_quantity_the_answer_does_not_depend_on_is_never_removed():
     assert mask_quantity("Ann has 5 apples and 4 pears.", "5 + 4 = 9\n#### 9", "9") is None
 
 
-def test_prepare_writes_three_variants_of_the_same_problems(tmp_path: Path, problems_jsonl: str, qwen_tokenizer: Any):
+def test_prepare_writes_four_variants_of_the_same_problems(tmp_path: Path, problems_jsonl: str, qwen_tokenizer: Any):
     report = prepare(problems_jsonl, tmp_path)
     assert {k: report[k] for k in ("problems", "no_quantity", "bad_rows")} == {
         "problems": 3,
         "no_quantity": 0,
         "bad_rows": 0,
     }
-    rows = {name: pq.read_table(tmp_path / f"{name}.parquet").to_pylist() for name in ("ask_user", "full", "masked")}
-    ask, full, masked = (rows[n][0] for n in ("ask_user", "full", "masked"))
+    names = ("ask_user", "full", "masked", "ask_hinted")
+    rows = {name: pq.read_table(tmp_path / f"{name}.parquet").to_pylist() for name in names}
+    ask, full, masked, hinted = (rows[n][0] for n in names)
     original = "A baker fills 6 trays with 12 muffins each. How many muffins does she bake?"
     hidden = "A baker fills some trays with 12 muffins each. How many muffins does she bake?"
     assert ask["prompt"] == [
@@ -109,6 +110,12 @@ def test_prepare_writes_three_variants_of_the_same_problems(tmp_path: Path, prob
         "user_facts": ["A baker fills 6 trays with 12 muffins each."],
     }
     assert full["prompt"][1]["content"] == original and masked["prompt"][1]["content"] == hidden
+    assert hinted["prompt"] == [
+        ask["prompt"][0],
+        {"role": "user", "content": hidden + "\n\nOne number you need is missing from this problem. Ask me for it "
+         "before you solve it."},
+    ]  # fmt: skip
+    assert hinted["extra_info"]["interaction_kwargs"] == ask["extra_info"]["interaction_kwargs"]
     assert full["prompt"][0]["content"] == masked["prompt"][0]["content"] == system_prompt(["python_exec"])
     assert "interaction_kwargs" not in full["extra_info"] and "interaction_kwargs" not in masked["extra_info"]
     assert ask["reward_model"] == full["reward_model"] == {"style": "rule", "ground_truth": "72"}
