@@ -331,12 +331,21 @@ class LongWorkflowAgent(ToolAgentLoop):
         return self.fence is not None and pauses < 4 * (self.fence.max_calls_per_turn + 2)
 
     async def _run_inline(self, episode: Episode, block: Any, text: str) -> list[int] | None:
-        """Run one closed block and append its output block (mask 0); None if it does not fit."""
+        """Run one closed block and append its output block (mask 0); None if it does not fit.
+
+        Not even an empty output block fits: the code is not run. Its output does not fit: the code ran,
+        but the model never sees it, so it is not recorded as run (``code_run``) and may run again.
+        """
         start = len(episode.response_mask)
+        empty = self.tokenizer.encode(output_block("", after=text), add_special_tokens=False)
+        if len(empty) > self._room(episode):  # the turn ends here; _handle_generating_state hands it on
+            episode.out_of_room = "no room left for a code block's output"
+            return None
         outcome = await run_block(episode, self.fence, block.code)
         result = truncate_to_tokens(self.tokenizer, outcome.text, self.fence.max_output_tokens)
         ids = self.tokenizer.encode(output_block(result, after=text), add_special_tokens=False)
-        if len(ids) > self._room(episode):  # the turn ends here; _handle_generating_state hands it on
+        if len(ids) > self._room(episode):
+            episode.code_run.discard(block.code.strip())
             episode.out_of_room = "no room left for a code block's output"
             return None
         append_tokens(episode, ids)

@@ -133,7 +133,7 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
             phase = await super()._step(phase, episode, sampling_params)
             episode.task_messages, self._started_past = len(episode.messages), self._past_trigger(episode)
             return phase
-        if phase == Phase.PROCESSING_TOOLS and any(call.name == FOLD_TOOL for call in episode.tool_calls):
+        if phase == Phase.PROCESSING_TOOLS and self._fold_called(episode):
             return self._fold_asked(episode)
         if phase == Phase.GENERATING and (trigger := self._fold_trigger(episode)) is not None:
             if not self._folds_left(episode):
@@ -150,6 +150,11 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         episode.tool_calls, episode.parse_errors = [], []
         self._due = "budget"
         return Phase.GENERATING
+
+    def _fold_called(self, episode: Episode) -> bool:
+        """The model called ``fold`` and this sample was offered it (otherwise the call is an unknown tool's)."""
+        offered = episode.tool_session is not None and FOLD_TOOL in episode.tool_session.tools
+        return offered and any(call.name == FOLD_TOOL for call in episode.tool_calls)
 
     def _fold_asked(self, episode: Episode) -> Phase:
         """The model called ``fold``: fold now (the turn's other calls are not run); in the last segment
@@ -168,7 +173,6 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         """Fold instead of ending; the next segment opens with the summary and then this message."""
         if not self._folds_left(episode):
             return super()._user_message_without_room(episode, start, record)
-        episode.user_turns += 1
         episode.add_turn("user", start, start, appended=False, carried=True, **record)
         self._carried_user, self._due = record["text"], "budget"
         return Phase.GENERATING
@@ -215,6 +219,7 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
             return episode.finish(Reason.PROMPT_TOO_LONG, detail)
         self._close_segment(episode, trigger, summary_tokens=len(output.token_ids))
         episode.messages, episode.prompt_ids = messages, prompt_ids
+        episode.user_turns += len(carried)  # a carried user message counts once it reaches the prompt
         self._started_past = self._past_trigger(episode)
         return Phase.GENERATING
 
@@ -261,6 +266,7 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         episode.segment_outputs.append(output)
         episode.response_mask, episode.response_logprobs, episode.turns = [], [], []
         episode.last_assistant_ids, episode.final_answer_text = [], ""
+        episode.code_run.clear()  # earlier outputs left the context: the same code may run (and show) again
 
     def _outputs(self, episode: Episode) -> list[AgentLoopOutput]:  # type: ignore[override]
         """Every segment's output, the last one the trajectory's end; ``segment``/``num_segments`` on each."""

@@ -128,7 +128,9 @@ async def test_a_code_output_without_room_cuts_the_turn_and_folds(fence_worker):
     tok = fence_worker.tokenizer
     first = filler(tok, "\n" + BLOCK, RESPONSE_LENGTH - reserve(tok) - LEFT)
     summary = "<summary>I was computing 6 * 7.</summary>"
-    out = await run_batch(fence_worker, {"FF": [first, summary, "6 * 7 = 42.\n#### 42"]}, [sample("FF", "fold_fence")])
+    again = "Again:\n" + BLOCK
+    script = {"FF": [first, summary, again, "6 * 7 = 42.\n#### 42"]}
+    out = await run_batch(fence_worker, script, [sample("FF", "fold_fence")])
     record = to_record(out, 0, tok)
     (segment,) = record.segments
     assert segment.fold_trigger == "budget"
@@ -143,7 +145,10 @@ async def test_a_code_output_without_room_cuts_the_turn_and_folds(fence_worker):
     assert cut.code_calls == []  # the block was not given an output
     assert "```output" not in tok.decode(segment.response_ids)
     assert record.termination_reason == "final_answer"
-    assert tok.decode(record.response_ids) == "6 * 7 = 42.\n#### 42<|im_end|>"
+    # the next segment runs the block again (its output was never shown) and sees its output this time
+    assert tok.decode(record.response_ids) == again + "```output\n42\n```\n" + "6 * 7 = 42.\n#### 42<|im_end|>"
+    (call,) = record.turns[0].code_calls
+    assert (call.result, call.succeeded) == ("42", True)
 
 
 async def test_in_the_last_segment_a_code_output_without_room_ends_the_trajectory(fence_worker):
@@ -193,4 +198,16 @@ async def test_a_call_to_fold_folds_and_in_the_last_segment_is_answered_with_an_
     )
     extras = out.non_tensor_batch["extras"][0]
     assert extras["termination_reason"] == "final_answer" and extras["num_tool_calls"] == 0
-    assert "fold" in tok.decode(segment.prompt_ids)  # the tool is offered in the prompt
+    assert '"name": "fold"' in tok.decode(segment.prompt_ids)  # the tool is offered in the prompt
+
+
+async def test_a_fold_call_from_a_sample_not_offered_the_tool_is_an_unknown_tool(fold_tool_worker):
+    tok = fold_tool_worker.tokenizer
+    script = {"FT0": [tool_call("fold"), "#### 4"]}
+    out = await run_batch(
+        fold_tool_worker, script, [sample("FT0", "fold_tool", extra_info={"tool_selection": ["echo"]})]
+    )
+    record = to_record(out, 0, tok)
+    assert record.segments == [] and [t.role for t in record.turns] == ["assistant", "tool", "assistant"]
+    assert "fold" in record.turns[1].text and "echo" in record.turns[1].text  # the error names the offered tools
+    assert '"name": "fold"' not in tok.decode(record.prompt_ids)

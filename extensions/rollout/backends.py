@@ -128,7 +128,7 @@ def check_server_replicas(config: DictConfig) -> int:
             f"actor_rollout_ref.rollout: one server replica needs tensor_model_parallel_size {tp} x "
             f"data_parallel_size {dp} x pipeline_model_parallel_size {pp} = {tp * dp * pp} GPUs, but "
             f"n_gpus_per_node {rollout.n_gpus_per_node} x nnodes {rollout.nnodes} = {gpus}; no server would start. "
-            f"Set actor_rollout_ref.rollout.tensor_model_parallel_size=1 (or run on {tp * dp * pp} GPUs)"
+            f"Lower these sizes so that their product is at most {gpus} (on one GPU: all 1), or run on {tp * dp * pp} GPUs"
         )
     return gpus // (tp * dp * pp)
 

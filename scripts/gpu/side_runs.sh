@@ -30,6 +30,7 @@ run)
       truncated) args=(--force-agent-name react) ;;
       wide) args=(--force-agent-name react data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
       fold) args=(--force-agent-name folding_workflow) ;;
+      *) echo "LEDGER_VARIANTS: unknown variant $variant (truncated, wide, fold)"; continue ;;
     esac
     echo "== ledger $variant $(date +%T)"
     python3 -m extensions.rollout experiments/ledger_folding --backend vllm --data "$data/test.parquet" \

@@ -99,5 +99,5 @@ def test_a_config_that_would_start_no_server_is_refused_naming_the_keys() -> Non
     assert str(err.value) == (
         "actor_rollout_ref.rollout: one server replica needs tensor_model_parallel_size 2 x data_parallel_size 1 x "
         "pipeline_model_parallel_size 1 = 2 GPUs, but n_gpus_per_node 1 x nnodes 1 = 1; no server would start. "
-        "Set actor_rollout_ref.rollout.tensor_model_parallel_size=1 (or run on 2 GPUs)"
+        "Lower these sizes so that their product is at most 1 (on one GPU: all 1), or run on 2 GPUs"
     )

@@ -86,4 +86,8 @@ async def test_the_ray_workers_class_of_the_drivers_gpu_backends_takes_segments_
     assert segment.fold_trigger == "context" and record.termination_reason == "final_answer"
     assert [t.role for t in segment.turns] == ["assistant", "tool", "user", "assistant"]
     manager = segment_list_manager()
-    assert issubclass(manager, AgentLoopManager) and manager.agent_loop_workers_class is not None
+    assert issubclass(manager, AgentLoopManager)
+    assert manager.agent_loop_workers_class.__ray_metadata__.modified_class.__mro__[1] is segment_list_worker_class()
+    # verl's __init__ keeps a subclass's workers class (it only sets its own when there is none)
+    kept = manager(fold_worker.config, llm_client=None).agent_loop_workers_class
+    assert kept is manager.agent_loop_workers_class
