@@ -66,6 +66,8 @@ def build_turns(
                 score=raw.get("score"),
                 latency_s=float(raw.get("latency_s", 0.0)),
                 trained=any(mask[lo:hi]),
+                fold=bool(raw.get("fold")),
+                summary=bool(raw.get("summary")),
             )
         )
     _attach_parsed_calls(turns)

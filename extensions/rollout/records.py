@@ -68,6 +68,10 @@ class TurnRecord(BaseModel):
     """Generation, tool or interaction wall time."""
     trained: bool = False
     """Whether any token of the turn has mask 1."""
+    fold: bool = False
+    """Context folding: the user message asking for a summary (not the user's)."""
+    summary: bool = False
+    """Context folding: the assistant turn writing the summary (not counted as an assistant turn)."""
 
 
 class SegmentRecord(BaseModel):

@@ -12,6 +12,7 @@ import yaml
 from extensions.rollout.convert import to_record
 from extensions.rollout.records import read_jsonl, write_jsonl
 from extensions.rollout.replay import generations, replay
+from extensions.rollout.summary import summarize
 from extensions.rollout.view import render_html
 from extensions.verl_compat import accept_segment_lists, segment_list_manager, segment_list_worker_class
 from tests.conftest import FIXTURES, build_worker, run_batch, sample
@@ -67,6 +68,19 @@ async def test_a_folded_trajectory_is_one_record_with_its_segments_and_replays_e
     problems, _ = await replay([drifted], fold_worker.config, tmp_path / "replay2")
     n = len(drifted.segments[0].response_mask)
     assert problems == [f"trajectory 0: segment 0 response_mask differs at position 3 (lengths {n} vs {n})"]
+
+    # the run summary counts the whole trajectory: the segment's call and tokens too, not the fold's turns
+    summary = summarize([record], 1.0)
+    assert (summary["mean_assistant_turns"], summary["mean_tool_calls"], summary["mean_user_turns"]) == (2, 1, 0)
+    assert summary["mean_segments"] == 2
+    assert summary["generated_tokens"] == sum(segment.response_mask) + sum(record.response_mask)
+    assert summary["response_tokens"] == len(segment.response_ids) + len(record.response_ids)
+    assert [(t.fold, t.summary) for t in segment.turns] == [
+        (False, False),
+        (False, False),
+        (True, False),
+        (False, True),
+    ]
 
     page = render_html([record], tokenizer=tok)
     assert "5 turns in 2 segments (context folded 1 time)" in page
