@@ -412,7 +412,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         p.add_argument("--n-ctx", type=int, default=4096)
     sub.choices["llama-replay"].add_argument("--trajectories", type=Path, default=FIXTURE)
     gsm = sub.choices["llama-gsm8k"]
-    gsm.add_argument("--gsm8k", default="/work/shared/data/gsm8k/test.jsonl")
+    default_gsm8k = os.path.join(os.environ.get("LONGFLOW_GSM8K_DIR", "."), "test.jsonl")
+    gsm.add_argument(
+        "--gsm8k", default=default_gsm8k, help="GSM8K test .jsonl (default: $LONGFLOW_GSM8K_DIR/test.jsonl)"
+    )
     gsm.add_argument("--n", type=int, default=50)
     gsm.add_argument("--max-tokens", type=int, default=256)
     for p in sub.choices.values():
