@@ -137,8 +137,9 @@ def check_experiment(path: Path) -> list[str]:
     return check_composed(cfg, str(path))
 
 
-def check_composed(cfg: DictConfig, where: str) -> list[str]:
-    """Every problem of a composed experiment config: parser, tool/agent-loop/interaction files, reward."""
+def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> list[str]:
+    """Every problem of a composed experiment config: parser, tool/agent-loop/interaction files, reward, and
+    (``training``) the rollout's GPU count against the trainer's; the rollout driver checks its own servers."""
     rollout = cfg.actor_rollout_ref.rollout
     problems = []
     if rollout.multi_turn.format not in _parser_names():
@@ -170,7 +171,26 @@ def check_composed(cfg: DictConfig, where: str) -> list[str]:
         check_segment_estimator(cfg.algorithm, folding=_is_folding(cfg, rollout.agent.default_agent_loop))
     except ConfigError as exc:
         problems.append(f"{where}: {exc}")
+    problems += check_rollout_size(cfg, where) if training else []
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
+
+
+def check_rollout_size(cfg: DictConfig, where: str) -> list[str]:
+    """One rollout replica needs tensor x data x pipeline parallel GPUs; verl's validate_config does not check
+    that the trainer has them (verl's default tensor_model_parallel_size is 2: on one GPU no server starts)."""
+    rollout, trainer = cfg.actor_rollout_ref.rollout, cfg.trainer
+    sizes = {k: int(rollout.get(k) or 1) for k in ("tensor_model_parallel_size", "data_parallel_size")}
+    sizes["pipeline_model_parallel_size"] = int(rollout.get("pipeline_model_parallel_size") or 1)
+    need, gpus = sizes["tensor_model_parallel_size"], int(trainer.n_gpus_per_node) * int(trainer.nnodes)
+    for k in ("data_parallel_size", "pipeline_model_parallel_size"):
+        need *= sizes[k]
+    if gpus < 1 or gpus % need == 0:
+        return []
+    detail = " x ".join(f"actor_rollout_ref.rollout.{k}={v}" for k, v in sizes.items())
+    return [
+        f"{where}: one rollout replica needs {detail} = {need} GPUs, which does not divide trainer.n_gpus_per_node "
+        f"x trainer.nnodes = {gpus}; set actor_rollout_ref.rollout.tensor_model_parallel_size=1 on one GPU"
+    ]
 
 
 def check_validation_oracles(cfg: DictConfig, where: str) -> list[str]:

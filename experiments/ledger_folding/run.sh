@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The paged-ledger comparison (config.yaml says what each variant is):
 #   VARIANT=fold|truncated|wide bash experiments/ledger_folding/run.sh [hydra overrides]
+#   TRAIN_COUNT (2000) / TEST_COUNT (256): ledgers written for each split (the same seeds: a smaller test
+#   set is the first ledgers of the larger one)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VARIANT=${VARIANT:-fold}
@@ -13,8 +15,8 @@ case $VARIANT in
 esac
 data=outputs/data/ledger/$agent   # the same ledgers (same seeds); the agent_name column picks the loop
 [ -f $data/test.parquet ] || {
-  "$PY" -m extensions.data.ledger --output-dir $data --split train --count 2000 --agent-name $agent
-  "$PY" -m extensions.data.ledger --output-dir $data --split test --count 256 --agent-name $agent
+  "$PY" -m extensions.data.ledger --output-dir $data --split train --count "${TRAIN_COUNT:-2000}" --agent-name $agent
+  "$PY" -m extensions.data.ledger --output-dir $data --split test --count "${TEST_COUNT:-256}" --agent-name $agent
 }
 "$PY" -m verl.trainer.main_ppo --config-path "$PWD/experiments/ledger_folding" --config-name config \
   "data.train_files=$PWD/$data/train.parquet" "data.val_files=$PWD/$data/test.parquet" \

@@ -35,7 +35,7 @@ def validate_experiment(
     interaction: str | None = None,
 ) -> list[str]:
     """Every problem of the composed ``config`` and, if ``data_files`` is given, of its first ``limit`` samples."""
-    problems = check_composed(config, where)
+    problems = check_composed(config, where, training=False)  # --backend vllm/sglang: check_server_replicas
     for flag, name in (("--agent-name", agent_name), ("--force-agent-name", force_agent_name)):
         if name is not None and name not in agent_loop_names(config):
             problems.append(

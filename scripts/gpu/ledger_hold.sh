@@ -5,15 +5,21 @@
 #   bash scripts/gpu/ledger_hold.sh
 #   bash scripts/gpu/train_bg.sh --status 300 ledger_fold; bash scripts/gpu/side_runs.sh status   # polls
 # 1. experiments/ledger_folding, VARIANT=fold, trained for $STEPS (30) GRPO steps; its validation before
-#    training is "folding, untrained", after it "folding, trained" (256 held-out ledgers, greedy).
-# 2. beside it, the rollout driver on the same 256 held-out ledgers: ReAct in the 4K window (truncated,
+#    training is "folding, untrained", after it "folding, trained" ($TEST_COUNT held-out ledgers, greedy).
+# 2. beside it, the rollout driver on the same held-out ledgers: ReAct in the 4K window (truncated,
 #    the baseline) and in a 24K one (wide, the upper bound); then the ask_hinted variant of the ask-user task.
-# Not run yet: the step time of the fold variant is unknown (each trajectory reads ~14K tokens of pages
-# through 4K segments), so 30 steps may not fit one 30-minute hold; polls copy everything so far.
+# Not run yet, so the sizes are a guess: a trajectory that reads all 20 pages puts ~14.4K page tokens
+# (Qwen2.5 tokenizer, 721 a page) plus its segments' prompts into its training rows, ~17K tokens; the
+# experiment's 16 prompts x 8 would be ~2.2M tokens a step once the policy reads everything (the actor
+# alone ~54 ms per 1,000 tokens on an H100: docs/benchmarks/training_step.md), far past one hold. Here:
+# 8 prompts x 4 samples (~0.5M tokens a step at most) and 128 held-out ledgers (TEST_COUNT; the
+# baselines use the same 128). Polls copy everything so far.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-30}
+export TEST_COUNT=${TEST_COUNT:-128} TRAIN_COUNT=${TRAIN_COUNT:-1000}
 VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
+  "data.train_batch_size=${BATCH:-8}" "actor_rollout_ref.rollout.n=${N:-4}" "actor_rollout_ref.actor.ppo_mini_batch_size=${BATCH:-8}" \
   "trainer.total_training_steps=$STEPS" "trainer.test_freq=$STEPS" +ray_kwargs.ray_init.include_dashboard=false
 sleep "${STAGGER_S:-120}"   # the trainer's vLLM sizes its cache from free memory: let it start first
-LEDGERS=256 LEDGER_VARIANTS="truncated wide" ASK_VARIANTS=ask_hinted bash scripts/gpu/side_runs.sh start
+LEDGERS=$TEST_COUNT LEDGER_VARIANTS="truncated wide" ASK_VARIANTS=ask_hinted bash scripts/gpu/side_runs.sh start
