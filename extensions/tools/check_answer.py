@@ -21,7 +21,13 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
 from extensions.rewards.numbers import normalize_number, numbers_equal
-from extensions.tools.schema import argument_error, parse_tool_config, schema_from_function
+from extensions.tools.schema import (
+    argument_error,
+    create_kwarg,
+    missing_create_kwarg,
+    parse_tool_config,
+    schema_from_function,
+)
 
 
 def check_answer(answer: str | float, ground_truth: str) -> bool:
@@ -74,8 +80,7 @@ class CheckAnswerTool(BaseTool):
     async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
         """Start a trajectory's instance; ``create_kwargs={"ground_truth": ...}`` (or ``ground_truth=``)."""
         instance_id = instance_id or str(uuid4())
-        create_kwargs = kwargs.get("create_kwargs") or {}
-        ground_truth = kwargs.get("ground_truth", create_kwargs.get("ground_truth"))
+        ground_truth = create_kwarg(kwargs, "ground_truth")
         self._instances[instance_id] = _Instance(None if ground_truth is None else str(ground_truth))
         return instance_id, ToolResponse()
 
@@ -86,10 +91,7 @@ class CheckAnswerTool(BaseTool):
         """Grade ``parameters["answer"]``: ("correct", 1.0) or ("incorrect ...", 0.0); problems come back as text."""
         instance = self._instances.get(instance_id)
         if instance is None or instance.ground_truth is None:
-            text = (
-                f"error: {self.name} has no ground truth for this sample; the dataset must set "
-                f"tools_kwargs.{self.name}.create_kwargs.ground_truth"
-            )
+            text = missing_create_kwarg(self.name, "ground_truth", "ground truth")
             return ToolResponse(text=text), 0.0, {"error": "missing_ground_truth"}
         problem = argument_error(self.tool_schema, parameters)
         if problem is not None:

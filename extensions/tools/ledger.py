@@ -16,7 +16,7 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
-from extensions.tools.schema import argument_error, schema_from_function
+from extensions.tools.schema import argument_error, create_kwarg, missing_create_kwarg, schema_from_function
 
 
 def read_page(page: int, pages: list[str]) -> str:
@@ -43,7 +43,7 @@ class ReadPageTool(BaseTool):
     async def create(self, instance_id: str | None = None, **kwargs: Any) -> tuple[str, ToolResponse]:
         """Start a trajectory's instance; ``create_kwargs={"pages": [...]}`` (or ``pages=``)."""
         instance_id = instance_id or str(uuid4())
-        pages = kwargs.get("pages", (kwargs.get("create_kwargs") or {}).get("pages"))
+        pages = create_kwarg(kwargs, "pages")
         self._pages[instance_id] = [str(p) for p in pages] if pages is not None else []
         return instance_id, ToolResponse()
 
@@ -54,10 +54,7 @@ class ReadPageTool(BaseTool):
         """The page's text; a missing ledger, bad arguments or a page out of range come back as text."""
         pages = self._pages.get(instance_id)
         if not pages:
-            text = (
-                f"error: {self.name} has no pages for this sample; the dataset must set "
-                f"tools_kwargs.{self.name}.create_kwargs.pages"
-            )
+            text = missing_create_kwarg(self.name, "pages", "pages")
             return ToolResponse(text=text), 0.0, {"error": "missing_pages"}
         problem = argument_error(self.tool_schema, parameters)
         if problem is not None:

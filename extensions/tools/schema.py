@@ -117,3 +117,13 @@ def _json_type(value: Any) -> str:
         if _fits(value, name):
             return name
     return type(value).__name__
+
+
+def create_kwarg(kwargs: dict[str, Any], key: str) -> Any:
+    """A tool instance's creation argument ``key``, given directly or in ``create_kwargs`` (as verl passes it)."""
+    return kwargs.get(key, (kwargs.get("create_kwargs") or {}).get(key))
+
+
+def missing_create_kwarg(tool: str, key: str, what: str) -> str:
+    """What a tool says when a sample's dataset row did not give it ``key``."""
+    return f"error: {tool} has no {what} for this sample; the dataset must set tools_kwargs.{tool}.create_kwargs.{key}"
