@@ -31,6 +31,7 @@ import importlib
 import importlib.util
 import inspect
 import io
+import math
 import os
 import sys
 from pathlib import Path
@@ -175,15 +176,17 @@ def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> lis
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
 
 
+def replica_sizes(rollout: Any) -> dict[str, int]:
+    """The factors of the GPUs one rollout replica takes (verl's LLMServerManager multiplies them)."""
+    keys = ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")
+    return {k: int(rollout.get(k) or 1) for k in keys}
+
+
 def check_rollout_size(cfg: DictConfig, where: str) -> list[str]:
     """One rollout replica needs tensor x data x pipeline parallel GPUs; verl's validate_config does not check
     that the trainer has them (verl's default tensor_model_parallel_size is 2: on one GPU no server starts)."""
-    rollout, trainer = cfg.actor_rollout_ref.rollout, cfg.trainer
-    sizes = {k: int(rollout.get(k) or 1) for k in ("tensor_model_parallel_size", "data_parallel_size")}
-    sizes["pipeline_model_parallel_size"] = int(rollout.get("pipeline_model_parallel_size") or 1)
-    need, gpus = sizes["tensor_model_parallel_size"], int(trainer.n_gpus_per_node) * int(trainer.nnodes)
-    for k in ("data_parallel_size", "pipeline_model_parallel_size"):
-        need *= sizes[k]
+    sizes = replica_sizes(cfg.actor_rollout_ref.rollout)
+    need, gpus = math.prod(sizes.values()), int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
     if gpus < 1 or gpus % need == 0:
         return []
     detail = " x ".join(f"actor_rollout_ref.rollout.{k}={v}" for k, v in sizes.items())

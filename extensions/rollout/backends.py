@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from omegaconf import DictConfig, open_dict
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 
+from extensions.config_check import replica_sizes
 from extensions.errors import ConfigError, LongflowError
 from extensions.verl_compat import accept_segment_lists, segment_list_manager
 from extensions.verl_config import build_agent_loop_worker
@@ -120,9 +121,7 @@ def check_server_replicas(config: DictConfig) -> int:
     replica); a ConfigError when none would (verl would start none and fail every sample)."""
     rollout = config.actor_rollout_ref.rollout
     gpus = int(rollout.n_gpus_per_node) * int(rollout.nnodes)
-    tp, dp, pp = (
-        int(rollout[k]) for k in ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")
-    )
+    tp, dp, pp = replica_sizes(rollout).values()
     if gpus // (tp * dp * pp) < 1:
         raise ConfigError(
             f"actor_rollout_ref.rollout: one server replica needs tensor_model_parallel_size {tp} x "
