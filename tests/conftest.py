@@ -21,6 +21,8 @@ FIXTURES = ROOT / "tests" / "fixtures"
 PROMPT_LENGTH = 1024
 RESPONSE_LENGTH = 3072
 PACK_LOOPS = ROOT / "extensions" / "custom_rollouts.yaml"
+EXPERIMENTS = sorted(p.parent.name for p in (ROOT / "experiments").glob("*/config.yaml"))
+"""Every experiment folder with a config.yaml (what main_ppo and the rollout driver compose)."""
 
 
 @pytest.fixture(scope="session")

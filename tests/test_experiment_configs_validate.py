@@ -8,9 +8,8 @@ from hydra import compose, initialize_config_dir
 from verl.utils.config import validate_config
 
 from extensions.config_check import check_composed
-from tests.conftest import ROOT
+from tests.conftest import EXPERIMENTS, ROOT
 
-EXPERIMENTS = sorted(p.parent.name for p in (ROOT / "experiments").glob("*/config.yaml"))
 LEDGER_HOLD = [  # scripts/gpu/ledger_hold.sh
     "data.train_batch_size=8",
     "actor_rollout_ref.rollout.n=4",

@@ -17,6 +17,7 @@ import pytest
 from extensions.data.gsm8k import main as prepare_main
 from extensions.rollout import backends, cli
 from extensions.verl_compat import rollout_replica_registry
+from tests.conftest import EXPERIMENTS
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPERIMENT = str(ROOT / "experiments" / "gsm8k_code_verify")
@@ -82,7 +83,7 @@ def test_unknown_backend_names_the_choices() -> None:
         backends.make_backend("trt", config)
 
 
-@pytest.mark.parametrize("experiment", sorted(p.parent.name for p in (ROOT / "experiments").glob("*/config.yaml")))
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_every_experiment_starts_one_server_replica_on_one_gpu(experiment: str) -> None:
     """verl's default tensor_model_parallel_size is 2: an experiment that keeps it starts no server on one GPU
     (the paged ledger did, on an H100: every sample failed with 'No available servers in load balancer')."""
