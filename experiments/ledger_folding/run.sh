@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The paged-ledger comparison (config.yaml says what each variant is):
 #   VARIANT=fold|truncated|wide bash experiments/ledger_folding/run.sh [hydra overrides]
-#   TRAIN_COUNT (2000) / TEST_COUNT (256): ledgers written for each split (the same seeds: a smaller test
+#   TRAIN_COUNT (2000) / TEST_COUNT (256): ledgers written for each split, shaped by task.sh (the same seeds: a smaller test
 #   set is the first ledgers of the larger one)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -13,10 +13,12 @@ case $VARIANT in
   wide) agent=react; extra=(data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
   *) echo "VARIANT=$VARIANT: expected fold, truncated or wide" >&2; exit 2 ;;
 esac
+source experiments/ledger_folding/task.sh   # LEDGER_ARGS: the ledgers' shape
 data=outputs/data/ledger/$agent   # the same ledgers (same seeds); the agent_name column picks the loop
-[ -f $data/test.parquet ] || {
-  "$PY" -m extensions.data.ledger --output-dir $data --split train --count "${TRAIN_COUNT:-2000}" --agent-name $agent
-  "$PY" -m extensions.data.ledger --output-dir $data --split test --count "${TEST_COUNT:-256}" --agent-name $agent
+# shellcheck disable=SC2086  # LEDGER_ARGS is a list of options
+{
+  "$PY" -m extensions.data.ledger --output-dir $data --split train --count "${TRAIN_COUNT:-2000}" --agent-name $agent $LEDGER_ARGS
+  "$PY" -m extensions.data.ledger --output-dir $data --split test --count "${TEST_COUNT:-256}" --agent-name $agent $LEDGER_ARGS
 }
 "$PY" -m verl.trainer.main_ppo --config-path "$PWD/experiments/ledger_folding" --config-name config \
   "data.train_files=$PWD/$data/train.parquet" "data.val_files=$PWD/$data/test.parquet" \

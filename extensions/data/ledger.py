@@ -52,11 +52,17 @@ class LedgerSpec:
     pages: int = 20
     per_page: int = 16
     accounts: int = 6
+    target_transactions: int | None = None  # None: the target account is drawn like any other
 
     def check(self) -> None:
         for name in ("pages", "per_page", "accounts"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
+        slots, k = self.pages * self.per_page, self.target_transactions
+        if k is not None and not 1 <= k <= slots:
+            raise ConfigError(f"--target-transactions must be between 1 and pages x per-page = {slots}, got {k}")
+        if k is not None and self.accounts < 2:
+            raise ConfigError(f"--target-transactions needs at least 2 accounts, got --accounts {self.accounts}")
 
 
 @dataclass(frozen=True)
@@ -69,15 +75,26 @@ class Ledger:
 
 
 def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
-    """One ledger; the target account's balance is summed as the transactions are drawn."""
+    """One ledger; the target account's balance is summed as the transactions are drawn.
+
+    With ``spec.target_transactions`` = k, the target account holds exactly k transactions at slots drawn
+    uniformly over the whole ledger and every other line goes to another account; without it (the
+    default, and the draws of earlier ledgers unchanged) every line's account is drawn from all of them.
+    """
     accounts = [f"ACC-{rng.randint(100, 999)}{chr(65 + k)}" for k in range(spec.accounts)]
     account, opening = rng.choice(accounts), rng.randint(1, 50) * 100
+    targets: set[int] | None = None
+    if spec.target_transactions is not None:
+        targets = set(rng.sample(range(1, spec.pages * spec.per_page + 1), spec.target_transactions))
+        others = [a for a in accounts if a != account]
     balance, count, pages, number = opening, 0, [], 0
     for page in range(1, spec.pages + 1):
         lines = [f"Ledger page {page} of {spec.pages}", "ID | Day | Account | Type | Amount | Memo"]
         for _ in range(spec.per_page):
             number += 1
-            holder, kind, amount = rng.choice(accounts), rng.choice(KINDS), rng.randint(1, 400)
+            pool = accounts if targets is None else [account] if number in targets else others
+            holder = rng.choice(pool)
+            kind, amount = rng.choice(KINDS), rng.randint(1, 400)
             memo = f"{rng.choice(PURPOSES)} {rng.randint(1000, 9999)} {rng.choice(PAYEES)} ref {rng.randint(10**5, 10**6 - 1)}"
             lines.append(f"T{number:05d} | day {rng.randint(1, 365)} | {holder} | {kind} | {amount} | {memo}")
             if holder == account:
@@ -164,12 +181,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pages", type=int, default=LedgerSpec.pages)
     parser.add_argument("--per-page", type=int, default=LedgerSpec.per_page)
     parser.add_argument("--accounts", type=int, default=LedgerSpec.accounts)
+    parser.add_argument(
+        "--target-transactions",
+        type=int,
+        default=None,
+        help="exactly this many transactions of the asked account, anywhere in the ledger (default: drawn)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agent-name", default="folding_workflow", help="agent loop name for the agent_name column")
     parser.add_argument("--fold-tool", action="store_true", help="also offer the fold tool (folding_workflow only)")
     args = parser.parse_args(argv)
     try:
-        spec = LedgerSpec(args.pages, args.per_page, args.accounts)
+        spec = LedgerSpec(args.pages, args.per_page, args.accounts, args.target_transactions)
         prepare(
             args.output_dir,
             split=args.split,

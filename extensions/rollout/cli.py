@@ -213,7 +213,9 @@ def _main(args: argparse.Namespace) -> int:
     backend_name = args.backend or default_backend()
     prepare_model(config, backend_name, args.overrides)
     with console(args.verbose):
+        built = time.perf_counter()
         backend = make_backend(backend_name, config)
+        backend_start_s = time.perf_counter() - built  # engine servers up (or the in-process model loaded)
         dataset = load_dataset(files, backend.tokenizer, config.data)
         started = time.perf_counter()
         try:
@@ -222,6 +224,7 @@ def _main(args: argparse.Namespace) -> int:
             backend.close()
     summary = summarize(records, time.perf_counter() - started)
     summary["backend"], summary["model"] = backend_name, str(config.actor_rollout_ref.model.path)
+    summary["backend_start_s"] = round(backend_start_s, 3)
     write_outputs(records, summary, out_dir, html=not args.no_html, tokenizer=backend.tokenizer)
     print(format_summary(summary))
     if summary["errors"] > args.max_error_rate * len(records):

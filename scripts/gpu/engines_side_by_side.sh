@@ -7,11 +7,20 @@
 #       then `--backend vllm`; writes $OUT/engines/{sglang,vllm}/{trajectories.jsonl,summary.json,driver.log}
 #       and $OUT/engines/side_by_side.{json,md}: trajectories/s, generated tokens/s, termination
 #       reasons, accuracy, exit status (and the error text of an engine that failed).
-#   bash scripts/gpu/engines_side_by_side.sh train [STEPS=3] [hydra overrides]
+#   bash scripts/gpu/engines_side_by_side.sh train [STEPS=5] [hydra overrides]
 #       stock main_ppo (v1 trainer) on experiments/gsm8k_learn with actor_rollout_ref.rollout.name=sglang
 #       for STEPS steps, in the background through scripts/gpu/train_bg.sh (run name sglang_train);
 #       then: bash scripts/gpu/train_bg.sh --wait sglang_train 540   (back to back until it ends)
 #
+#   OUT=$OUT bash scripts/gpu/engines_side_by_side.sh bg [N=256] [STEPS=5]
+#       both of the above one after the other in the background (setsid; log /tmp/engines/console.log), so they
+#       outlive the device call and share the GPU with whatever else runs; `status` then prints progress and
+#       copies $OUT/engines.tgz (side_by_side.*, each engine's summary/log/trajectories, the trainer's files).
+#
+# Greedy (temperature 0). GPU memory is shared with other runs: vLLM gets a fixed KV cache (KV_BYTES, 6 GiB);
+# SGLang's mem_fraction_static (verl's gpu_memory_utilization) counts memory other processes hold against it,
+# so it is set at launch to (memory in use + SGL_BUDGET_GIB) / total: SGL_BUDGET_GIB (10; 18 for the trainer,
+# whose actor takes its share first) is what SGLang itself may take.
 # Knobs: OUT (default outputs/gpu), LONGFLOW_MODEL_DIR (default /tmp/longflow/qwen25-coder-0.5b-instruct),
 # BATCH (driver --batch-size, default 64), ENGINES (order, default "sglang vllm"),
 # LONGFLOW_VLLM_ENV / LONGFLOW_SGLANG_ENV (env files, default /tmp/longflow-env.sh / /tmp/longflow-env-sglang.sh).
@@ -28,7 +37,32 @@ need_gsm8k() {
         echo "error: set LONGFLOW_GSM8K_DIR to a folder with GSM8K {train,test}.jsonl (no network there)" >&2; exit 2; }
 }
 
+sglang_fraction() {  # $1 = GiB SGLang may take on top of what the GPU already holds
+    nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits | head -n 1 \
+        | awk -F', ' -v b="$1" '{ f = ($1 + b * 1024) / $2; if (f > 0.9) f = 0.9; printf "%.3f", f }'
+}
+declare -A SHARE=([vllm]="actor_rollout_ref.rollout.gpu_memory_utilization=0.15 +actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=${KV_BYTES:-6442450944}")
+
 case $MODE in
+bg)
+    mkdir -p /tmp/engines
+    # results under /tmp/engines/res: the device's $OUT is emptied before every call
+    (OUT=/tmp/engines/res setsid nohup bash -c 'bash "$0" rollouts "$1"; bash "$0" train "$2"; OUT= bash scripts/gpu/train_bg.sh --wait sglang_train 3000; echo "engines done $(date +%T)"' \
+        "$0" "${1:-256}" "${2:-5}" > /tmp/engines/console.log 2>&1 < /dev/null &)
+    echo "engines side by side started: /tmp/engines/console.log"
+    ;;
+status)
+    grep -E "^(== |   exit|\| |Greedy|started|then|engines done|step:)" /tmp/engines/console.log 2>/dev/null | cut -c1-300
+    grep -E "^step:[0-9]+ " /tmp/runs/sglang_train/console.log 2>/dev/null | tail -n 1 | cut -c1-400
+    tail -n 2 /tmp/engines/console.log 2>/dev/null | cut -c1-300
+    if [ -n "${OUT:-}" ]; then
+        files=(/tmp/engines)
+        for f in command.txt metrics.jsonl console.log rc; do
+            [ -e "/tmp/runs/sglang_train/$f" ] && files+=("/tmp/runs/sglang_train/$f")
+        done
+        tar -czf "$OUT/engines.tgz" "${files[@]}" 2>/dev/null
+    fi
+    ;;
 rollouts)
     N=${1:-256}; need_gsm8k
     DATA=outputs/data/engines_gsm8k
@@ -38,21 +72,24 @@ rollouts)
     RES=$OUTDIR/engines; mkdir -p "$RES"
     for e in ${ENGINES:-sglang vllm}; do
         mkdir -p "$RES/$e"
-        echo "== $e: $N samples"
+        [ "$e" = sglang ] && SHARE[sglang]="actor_rollout_ref.rollout.gpu_memory_utilization=$(sglang_fraction "${SGL_BUDGET_GIB:-10}")"
+        echo "== $e: $N samples, ${SHARE[$e]}"
         ( [ -f "${ENVF[$e]}" ] || { echo "error: ${ENVF[$e]} missing: run install_on_gpu.sh for $e" >&2; exit 2; }
           source "${ENVF[$e]}"; export PYTHONPATH=$PWD:$PYTHONPATH
           python3 -m extensions.rollout experiments/gsm8k_code_verify --backend "$e" --data "$DATA/test.parquet" \
               --limit "$N" --batch-size "${BATCH:-64}" --out "$RES/$e" --max-error-rate 1 \
-              "actor_rollout_ref.model.path=$MODEL" ) > "$RES/$e/driver.log" 2>&1
+              "actor_rollout_ref.model.path=$MODEL" actor_rollout_ref.rollout.temperature=0 ${SHARE[$e]} ) \
+              > "$RES/$e/driver.log" 2>&1
         echo $? > "$RES/$e/rc"; echo "   exit $(cat "$RES/$e/rc")"; tail -n 15 "$RES/$e/driver.log"
     done
     python3 scripts/gpu/engines_table.py "$RES" ${ENGINES:-sglang vllm}
     ;;
 train)
-    STEPS=${1:-3}; shift || true; need_gsm8k
+    STEPS=${1:-5}; shift || true; need_gsm8k
     ( source "${ENVF[sglang]}" && PYTHON=python3 bash experiments/gsm8k_learn/prepare_data.sh ) || exit 1
     LONGFLOW_ENV_FILE=${ENVF[sglang]} LONGFLOW_MODEL_PATH=$MODEL bash scripts/gpu/train_bg.sh sglang_train \
         actor_rollout_ref.rollout.name=sglang "trainer.total_training_steps=$STEPS" \
+        "actor_rollout_ref.rollout.gpu_memory_utilization=$(sglang_fraction "${SGL_BUDGET_GIB:-18}")" \
         trainer.val_before_train=false trainer.test_freq=-1 "$@"
     echo "then, back to back: OUT=\$OUT bash scripts/gpu/train_bg.sh --wait sglang_train 540"
     ;;

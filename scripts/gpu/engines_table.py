@@ -15,8 +15,36 @@ import sys
 from pathlib import Path
 from typing import Any
 
-KEYS = ["trajectories", "errors", "trajectories_per_s", "generated_tokens_per_s", "generated_tokens", "wall_s",
-        "accuracy", "mean_assistant_turns", "termination_reasons"]  # fmt: skip
+KEYS = ["trajectories", "errors", "backend_start_s", "trajectories_per_s", "generated_tokens_per_s", "generated_tokens",
+        "wall_s", "accuracy", "mean_assistant_turns", "termination_reasons"]  # fmt: skip
+
+
+def responses(path: Path) -> dict[int, list[int]]:
+    """Sample index -> every response token of the trajectory (earlier segments first)."""
+    out: dict[int, list[int]] = {}
+    for line in path.read_text().splitlines():
+        r = json.loads(line)
+        out[r["index"]] = [t for s in r.get("segments", []) for t in s["response_ids"]] + r["response_ids"]
+    return out
+
+
+def agreement(res: Path, engines: list[str]) -> dict[str, Any] | None:
+    """Greedy outputs of the first two engines, sample by sample: how many are token-identical, and where the
+    others first part (the median index of the first differing response token)."""
+    files = [res / e / "trajectories.jsonl" for e in engines[:2]]
+    if len(files) < 2 or not all(f.is_file() for f in files):
+        return None
+    a, b = (responses(f) for f in files)
+    common = sorted(set(a) & set(b))
+    firsts = []
+    for i in common:
+        if a[i] != b[i]:
+            firsts.append(
+                next((k for k, (x, y) in enumerate(zip(a[i], b[i], strict=False)) if x != y), min(len(a[i]), len(b[i])))
+            )
+    firsts.sort()
+    return {"engines": engines[:2], "compared": len(common), "identical": len(common) - len(firsts),
+            "median_first_difference": firsts[len(firsts) // 2] if firsts else None}  # fmt: skip
 
 
 def cell(v: Any) -> str:
@@ -40,6 +68,11 @@ def table(res: Path, engines: list[str]) -> tuple[dict[str, dict[str, Any]], str
     md = ["| metric | " + " | ".join(engines) + " |", "|---" * (len(engines) + 1) + "|"]
     for k in ["exit", *KEYS]:
         md.append(f"| {k} | " + " | ".join(cell(rows[e].get(k)) for e in engines) + " |")
+    same = agreement(res, engines)
+    if same is not None:
+        rows["agreement"] = same
+        md += ["", f"Greedy agreement ({' vs '.join(same['engines'])}): {same['identical']} of {same['compared']} "
+               f"trajectories token-identical; median first differing response token {same['median_first_difference']}."]  # fmt: skip
     for e in engines:
         if "error_tail" in rows[e]:
             md += ["", f"**{e} failed** (last lines of driver.log):", "```", *rows[e]["error_tail"], "```"]

@@ -4,7 +4,7 @@
 # there, deterministically):
 #   bash scripts/gpu/ledger_hold.sh
 #   bash scripts/gpu/train_bg.sh --status 300 ledger_fold; bash scripts/gpu/side_runs.sh status   # polls
-# 1. experiments/ledger_folding, VARIANT=fold, trained for $STEPS (30) GRPO steps; its validation before
+# 1. experiments/ledger_folding, VARIANT=fold, trained for $STEPS (30) GRPO steps, validated every $TEST_FREQ (10); its validation before
 #    training is "folding, untrained", after it "folding, trained" ($TEST_COUNT held-out ledgers, greedy).
 # 2. beside it, the rollout driver on the same held-out ledgers: ReAct in the 4K window (truncated,
 #    the baseline) and in a 24K one (wide, the upper bound); then the ask_hinted variant of the ask-user task.
@@ -20,6 +20,9 @@ STEPS=${STEPS:-30}
 export TEST_COUNT=${TEST_COUNT:-128} TRAIN_COUNT=${TRAIN_COUNT:-1000}
 VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
   "data.train_batch_size=${BATCH:-8}" "actor_rollout_ref.rollout.n=${N:-4}" "actor_rollout_ref.actor.ppo_mini_batch_size=${BATCH:-8}" \
-  "trainer.total_training_steps=$STEPS" "trainer.test_freq=$STEPS" +ray_kwargs.ray_init.include_dashboard=false
-sleep "${STAGGER_S:-120}"   # the trainer's vLLM sizes its cache from free memory: let it start first
-LEDGERS=$TEST_COUNT LEDGER_VARIANTS="truncated wide" ASK_VARIANTS=ask_hinted bash scripts/gpu/side_runs.sh start
+  "trainer.total_training_steps=$STEPS" "trainer.test_freq=${TEST_FREQ:-10}" +ray_kwargs.ray_init.include_dashboard=false
+# the trainer's vLLM sizes its cache from free memory: let it start first. In the background, so that this call
+# returns at once and the next device calls (more parts to carry) need not wait.
+(LEDGERS=$TEST_COUNT LEDGER_VARIANTS="truncated wide" ASK_VARIANTS=ask_hinted setsid nohup \
+  bash -c 'sleep "$0"; bash scripts/gpu/side_runs.sh start' "${STAGGER_S:-120}" > /tmp/side_start.log 2>&1 < /dev/null &)
+echo "side runs start in ${STAGGER_S:-120} s (/tmp/side_start.log)"

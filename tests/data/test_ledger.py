@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import random
 import re
 
@@ -34,6 +35,32 @@ def test_the_answer_is_what_the_pages_say():
         assert recount(ledger.pages, ledger.account, ledger.opening) == (ledger.balance, ledger.transactions)
 
 
+def test_a_set_number_of_target_transactions_spread_over_the_ledger():
+    spec = LedgerSpec(pages=20, per_page=16, accounts=6, target_transactions=3)
+    pages_hit = set()
+    for i in range(30):
+        ledger = make_ledger(random.Random(f"t/{i}"), spec)
+        assert ledger.transactions == 3
+        assert recount(ledger.pages, ledger.account, ledger.opening) == (ledger.balance, 3)
+        pages_hit |= {n for n, page in enumerate(ledger.pages, 1) if ledger.account in page}
+        other_holders = {LINE.match(line)[1] for page in ledger.pages for line in page.splitlines()[2:]}
+        assert len(other_holders) == 6  # the other five accounts still fill the pages
+    assert len(pages_hit) >= 15  # spread over the whole ledger, not bunched at its start
+
+
+def test_default_ledgers_are_drawn_as_before_the_target_option():
+    """The knob must not move the draws of existing ledgers (their answers are in committed results)."""
+    ledger = make_ledger(random.Random("ledger/test/0/0"), LedgerSpec())
+    digest = hashlib.sha256("\n".join(ledger.pages).encode()).hexdigest()[:16]
+    assert (ledger.account, ledger.opening, ledger.balance, ledger.transactions, digest) == (
+        "ACC-987E",
+        800,
+        -849,
+        51,
+        "fd7b0bdda62127ca",
+    )
+
+
 def test_the_default_history_is_more_than_three_4k_windows(tokenizer):
     ledger = make_ledger(random.Random("ledger/test/0/0"), LedgerSpec())
     tokens = sum(len(tokenizer.encode(page)) for page in ledger.pages)
@@ -63,6 +90,10 @@ def test_splits_are_deterministic_and_disjoint(tmp_path):
 def test_bad_options_exit_2_naming_the_option(tmp_path, caplog):
     assert main(["--output-dir", str(tmp_path), "--pages", "0"]) == 2
     assert "--pages must be at least 1, got 0" in caplog.text
+    assert main(["--output-dir", str(tmp_path), "--pages", "2", "--per-page", "3", "--target-transactions", "7"]) == 2
+    assert "--target-transactions must be between 1 and pages x per-page = 6, got 7" in caplog.text
+    assert main(["--output-dir", str(tmp_path), "--accounts", "1", "--target-transactions", "2"]) == 2
+    assert "--target-transactions needs at least 2 accounts, got --accounts 1" in caplog.text
 
 
 async def test_read_page_returns_pages_and_says_the_valid_range():
