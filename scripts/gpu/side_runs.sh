@@ -40,6 +40,7 @@ run)
       actor_rollout_ref.rollout.temperature=0 "${args[@]}" "${share[@]}"
     echo "ledger $variant rc $? $(date +%T)"
   done
+  if [ "${ASK_VARIANTS:-}" = none ]; then echo "side runs done $(date +%T)"; exit 0; fi
   echo "== ask_user $(date +%T)"
   PYTHON=python3 GSM8K_INPUT=$PWD/outputs/gsm8k_input/test.jsonl OUT=$SIDE/ask DATA=$SIDE/ask_data \
     LIMIT=${ASK_LIMIT:-256} VARIANTS=${ASK_VARIANTS:-ask_hinted} bash experiments/gsm8k_ask_user/run.sh "${share[@]}"

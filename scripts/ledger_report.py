@@ -1,0 +1,148 @@
+"""What the agent did on the paged ledger, per variant, from the rollout driver's trajectories.
+
+    python scripts/ledger_report.py docs/results/ledger-folding-h100 truncated fold
+
+Reads ``RESULTS/VARIANT/trajectories.jsonl`` (or ``.jsonl.gz`` / ``.jsonl.xz``) and writes
+``RESULTS/variants.csv`` (one row per variant: accuracy, answers given, pages read, highest page reached,
+segments, fold requests and what the policy wrote when asked for a summary: inside ``<summary>`` tags, or,
+untagged, a ``read_page`` call) and ``RESULTS/pages.png``
+(how far each variant read, and how its fold requests were answered). Accuracy is the reward's ``acc``;
+everything else is counted from the recorded turns, earlier segments included.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import lzma
+import sys
+from collections import Counter
+from pathlib import Path
+from statistics import mean
+from typing import Any
+
+FIELDS = ["variant", "trajectories", "accuracy", "answered", "distinct_pages_mean", "highest_page_mean",
+          "read_all_pages", "segments_mean", "summary_turns", "summaries_tagged", "summaries_calling_a_tool",
+          "termination_reasons"]  # fmt: skip
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    for suffix, opener in ((".jsonl", open), (".jsonl.gz", gzip.open), (".jsonl.xz", lzma.open)):
+        file = path / f"trajectories{suffix}"
+        if file.is_file():
+            with opener(file, "rt") as f:
+                return [json.loads(line) for line in f if line.strip()]
+    raise SystemExit(f"{path}: no trajectories.jsonl(.gz|.xz)")
+
+
+def pages_read(record: dict[str, Any]) -> list[int]:
+    """The page arguments of every read_page call, in order, over all segments."""
+    pages = []
+    for turn in all_turns(record):
+        for call in turn.get("tool_calls", []):
+            if call["name"] != "read_page":
+                continue
+            try:
+                page = json.loads(call["arguments"]).get("page")
+            except (json.JSONDecodeError, AttributeError):
+                continue
+            if isinstance(page, int):
+                pages.append(page)
+    return pages
+
+
+def all_turns(record: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for s in record.get("segments", []) for t in s["turns"]] + record["turns"]
+
+
+def figures(record: dict[str, Any]) -> dict[str, Any]:
+    """One trajectory: pages, segments, and the summary turns (tagged, or a tool call instead)."""
+    pages = pages_read(record)
+    summaries = [t for t in all_turns(record) if t.get("summary")]
+    last = [t for t in record["turns"] if t["role"] == "assistant"]
+    return {
+        "acc": float(record.get("reward_extra_info", {}).get("acc", (record.get("reward") or 0) > 0)),
+        "answered": bool(last) and "####" in last[-1]["text"],
+        "distinct_pages": len(set(pages)),
+        "highest_page": max(pages, default=0),
+        "segments": len(record.get("segments", [])) + 1,
+        "summary_turns": len(summaries),
+        "summaries_tagged": sum("<summary>" in t["text"] for t in summaries),
+        "summaries_calling_a_tool": sum(
+            "<summary>" not in t["text"] and '"name"' in t["text"] and "read_page" in t["text"] for t in summaries
+        ),
+        "reason": record["termination_reason"],
+    }
+
+
+def variant_row(name: str, records: list[dict[str, Any]], pages: int) -> dict[str, Any]:
+    rows = [figures(r) for r in records]
+    return {
+        "variant": name,
+        "trajectories": len(rows),
+        "accuracy": round(mean(r["acc"] for r in rows), 4),
+        "answered": sum(r["answered"] for r in rows),
+        "distinct_pages_mean": round(mean(r["distinct_pages"] for r in rows), 3),
+        "highest_page_mean": round(mean(r["highest_page"] for r in rows), 3),
+        "read_all_pages": sum(r["distinct_pages"] >= pages for r in rows),
+        "segments_mean": round(mean(r["segments"] for r in rows), 3),
+        "summary_turns": sum(r["summary_turns"] for r in rows),
+        "summaries_tagged": sum(r["summaries_tagged"] for r in rows),
+        "summaries_calling_a_tool": sum(r["summaries_calling_a_tool"] for r in rows),
+        "termination_reasons": "; ".join(f"{k} {v}" for k, v in Counter(r["reason"] for r in rows).most_common()),
+    }
+
+
+def plot(results: Path, variants: dict[str, list[dict[str, Any]]], rows: list[dict[str, Any]], pages: int) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    width = 0.8 / max(len(variants), 1)
+    for k, (name, records) in enumerate(variants.items()):
+        counts = Counter(figures(r)["highest_page"] for r in records)
+        xs = range(pages + 1)
+        left.bar([x + k * width for x in xs], [counts.get(x, 0) for x in xs], width=width, label=name)
+    left.set(xlabel="highest page read", ylabel="trajectories", title=f"How far each trajectory read (of {pages})")
+    left.legend()
+    folded = [r for r in rows if r["summary_turns"]]
+    if folded:
+        names = [r["variant"] for r in folded]
+        tool = [r["summaries_calling_a_tool"] for r in folded]
+        tagged = [r["summaries_tagged"] for r in folded]
+        other = [r["summary_turns"] - a - b for r, a, b in zip(folded, tool, tagged, strict=True)]
+        right.bar(names, tool, label="a read_page call instead")
+        right.bar(names, tagged, bottom=tool, label="inside <summary> tags")
+        right.bar(names, other, bottom=[a + b for a, b in zip(tool, tagged, strict=True)], label="other text")
+        right.legend()
+    right.set(ylabel="fold requests", title="What the policy wrote when asked to summarize")
+    fig.tight_layout()
+    out = results / "pages.png"
+    fig.savefig(out, dpi=110)
+    return out
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    results, names = Path(argv[0]), argv[1:]
+    variants = {name: read_records(results / name) for name in names}
+    first = next(iter(variants.values()))[0]
+    pages = len(first["tools_kwargs"]["read_page"]["create_kwargs"]["pages"])
+    rows = [variant_row(name, records, pages) for name, records in variants.items()]
+    with open(results / "variants.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=FIELDS)
+        writer.writeheader()
+        writer.writerows(rows)
+    for row in rows:
+        print(", ".join(f"{k} {v}" for k, v in row.items()))
+    print(f"wrote {results / 'variants.csv'} and {plot(results, variants, rows, pages)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

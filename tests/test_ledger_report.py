@@ -1,0 +1,79 @@
+"""scripts/ledger_report.py: what a ledger trajectory did, counted from its recorded turns."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from pathlib import Path
+
+from tests.scripts import load_script
+
+
+def call(page: object) -> dict:
+    return {"name": "read_page", "arguments": json.dumps({"page": page})}
+
+
+def record(index: int, *, acc: float) -> dict:
+    first = [
+        {"role": "assistant", "text": "call", "tool_calls": [call(1)]},
+        {"role": "tool", "text": "page 1"},
+        {"role": "assistant", "text": "call", "tool_calls": [call(2), call("two")]},
+        {"role": "user", "text": "Your context is almost full", "fold": True},
+        {"role": "assistant", "summary": True, "text": '```json\n{"name": "read_page", "arguments": {"page": 1}}\n```'},
+    ]
+    second = [
+        {"role": "assistant", "text": "call", "tool_calls": [call(2), call(7)]},
+        {"role": "user", "text": "Your context is almost full", "fold": True},
+        {"role": "assistant", "summary": True, "text": "<summary>read 1, 2, 7</summary>"},
+    ]
+    last = [{"role": "assistant", "text": "The balance is\n#### 42"}]
+    return {
+        "index": index,
+        "segments": [{"turns": first}, {"turns": second}],
+        "turns": last,
+        "termination_reason": "final_answer",
+        "reward_extra_info": {"acc": acc},
+        "tools_kwargs": {"read_page": {"create_kwargs": {"pages": ["p"] * 7}}},
+    }
+
+
+def test_figures_count_pages_segments_and_what_each_summary_turn_held() -> None:
+    report = load_script("ledger_report")
+    assert report.pages_read(record(0, acc=1.0)) == [1, 2, 2, 7]  # "two" is not a page
+    assert report.figures(record(0, acc=1.0)) == {
+        "acc": 1.0,
+        "answered": True,
+        "distinct_pages": 3,
+        "highest_page": 7,
+        "segments": 3,
+        "summary_turns": 2,
+        "summaries_tagged": 1,
+        "summaries_calling_a_tool": 1,
+        "reason": "final_answer",
+    }
+
+
+def test_main_writes_one_csv_row_per_variant(tmp_path: Path) -> None:
+    report = load_script("ledger_report")
+    (tmp_path / "fold").mkdir()
+    with gzip.open(tmp_path / "fold" / "trajectories.jsonl.gz", "wt") as f:
+        f.write(json.dumps(record(0, acc=1.0)) + "\n" + json.dumps(record(1, acc=0.0)) + "\n")
+    assert report.variant_row("fold", report.read_records(tmp_path / "fold"), 7) == {
+        "variant": "fold",
+        "trajectories": 2,
+        "accuracy": 0.5,
+        "answered": 2,
+        "distinct_pages_mean": 3,
+        "highest_page_mean": 7,
+        "read_all_pages": 0,
+        "segments_mean": 3,
+        "summary_turns": 4,
+        "summaries_tagged": 2,
+        "summaries_calling_a_tool": 2,
+        "termination_reasons": "final_answer 2",
+    }
+    report.main.__globals__["plot"] = lambda *a: tmp_path / "pages.png"  # the PNG needs matplotlib
+    assert report.main([str(tmp_path), "fold"]) == 0
+    with open(tmp_path / "variants.csv") as f:
+        assert [r["accuracy"] for r in csv.DictReader(f)] == ["0.5"]
