@@ -14,6 +14,9 @@ Set them under ``fold:`` of a ``folding_workflow`` entry (``extensions/custom_ro
     - name: folding_workflow
       _target_: extensions.folding_loop.FoldingWorkflowAgent
       fold: {trigger_fraction: 0.75, max_segments: 6, summary_max_tokens: 256}
+
+With ``summary_prefix`` (e.g. ``"<summary>\n"``) the loop opens the reply to the fold request itself, so the
+policy's first token is already inside the summary.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ class FoldSettings(BaseModel):
     """Cut the carried observation to this many tokens."""
     instruction: str = INSTRUCTION
     """The user message that asks for the summary."""
+    summary_prefix: str = ""
+    """Text the loop writes at the start of the reply to the fold request, after the assistant turn opens
+    (mask 0: not trained), e.g. ``"<summary>\n"``: an untrained policy asked for a summary may answer with a
+    tool call instead. It is read as part of the summary; the fold reserves its tokens."""
 
 
 def parse_fold_settings(value: Any, *, entry: str) -> FoldSettings:

@@ -87,11 +87,14 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         self.window = self.fold.window_tokens or self.prompt_length + self.response_length
         template = template_tokens(self.tokenizer, self.fold.instruction)
         instruction = template.instruction_tokens
-        self.fold_reserve = instruction + FRAMING + self.fold.summary_max_tokens
+        prefix = self.fold.summary_prefix
+        self.summary_prefix_ids = self.tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
+        self.fold_reserve = instruction + FRAMING + len(self.summary_prefix_ids) + self.fold.summary_max_tokens
         if self.response_length - self.fold_reserve < MIN_TURN_TOKENS:
             raise ConfigError(
                 f"agent loop {name!r}: fold: the fold reserves {self.fold_reserve} response tokens (instruction "
-                f"{instruction} + {FRAMING} + summary_max_tokens {self.fold.summary_max_tokens}), leaving fewer than "
+                f"{instruction} + {FRAMING} + summary_prefix {len(self.summary_prefix_ids)} + summary_max_tokens "
+                f"{self.fold.summary_max_tokens}), leaving fewer than "
                 f"{MIN_TURN_TOKENS} of rollout.response_length={self.response_length} for a turn; lower "
                 "summary_max_tokens or raise response_length"
             )
@@ -189,16 +192,19 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         instruction = [{"role": "user", "content": self.fold.instruction}]
         room = self.response_length - len(episode.response_mask)
         if not await append_context(
-            self.ct_merge_context_msg, self.tokenizer, episode, instruction, room=room, shrink=False
-        ):
+            self.ct_merge_context_msg, self.tokenizer, episode, instruction, room=room - len(self.summary_prefix_ids),
+            shrink=False,
+        ) or len(episode.response_mask) + len(self.summary_prefix_ids) >= self.response_length:  # fmt: skip
             return episode.finish(Reason.RESPONSE_BUDGET, "no room left for the fold instruction")
+        append_tokens(episode, self.summary_prefix_ids)  # the loop's opening of the reply: part of the request
         episode.add_turn(
             "user", start, len(episode.response_mask), appended=True, text=self.fold.instruction, fold=True
         )
         start, started, anchor = len(episode.response_mask), time.perf_counter(), context_anchor(episode.prompt_ids)
         cap = min(self.fold.summary_max_tokens, self.response_length - len(episode.response_mask))
         output = await self._generate(episode, sampling_params, max_tokens=cap)
-        summary, tagged = read_summary(self.tokenizer.decode(output.token_ids, skip_special_tokens=True))
+        reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
+        summary, tagged = read_summary(self.fold.summary_prefix + reply)
         episode.add_turn(
             "assistant",
             start,

@@ -56,6 +56,14 @@ def all_turns(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for s in record.get("segments", []) for t in s["turns"]] + record["turns"]
 
 
+def tagged(turn: dict[str, Any]) -> bool:
+    """A summary inside ``<summary>`` tags: the loop's record (``summary_tagged``) where it has one; older
+    records (before it was recorded) by the turn's text."""
+    if turn.get("summary_tagged") is not None:
+        return bool(turn["summary_tagged"])
+    return "<summary>" in turn["text"]
+
+
 def figures(record: dict[str, Any]) -> dict[str, Any]:
     """One trajectory: pages, segments, and the summary turns (tagged, or a tool call instead)."""
     pages = pages_read(record)
@@ -68,9 +76,9 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
         "highest_page": max(pages, default=0),
         "segments": len(record.get("segments", [])) + 1,
         "summary_turns": len(summaries),
-        "summaries_tagged": sum("<summary>" in t["text"] for t in summaries),
+        "summaries_tagged": sum(tagged(t) for t in summaries),
         "summaries_calling_a_tool": sum(
-            "<summary>" not in t["text"] and '"name"' in t["text"] and "read_page" in t["text"] for t in summaries
+            not tagged(t) and '"name"' in t["text"] and "read_page" in t["text"] for t in summaries
         ),
         "reason": record["termination_reason"],
     }

@@ -53,14 +53,19 @@ class LedgerSpec:
     per_page: int = 16
     accounts: int = 6
     target_transactions: int | None = None  # None: the target account is drawn like any other
+    min_pages: int | None = None  # set: each ledger's page count is drawn from [min_pages, pages]
 
     def check(self) -> None:
         for name in ("pages", "per_page", "accounts"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
-        slots, k = self.pages * self.per_page, self.target_transactions
+        if self.min_pages is not None and not 1 <= self.min_pages <= self.pages:
+            raise ConfigError(f"--min-pages must be between 1 and --pages {self.pages}, got {self.min_pages}")
+        fewest = self.pages if self.min_pages is None else self.min_pages
+        slots, k = fewest * self.per_page, self.target_transactions
         if k is not None and not 1 <= k <= slots:
-            raise ConfigError(f"--target-transactions must be between 1 and pages x per-page = {slots}, got {k}")
+            what = "pages" if self.min_pages is None else "min-pages"
+            raise ConfigError(f"--target-transactions must be between 1 and {what} x per-page = {slots}, got {k}")
         if k is not None and self.accounts < 2:
             raise ConfigError(f"--target-transactions needs at least 2 accounts, got --accounts {self.accounts}")
 
@@ -80,16 +85,18 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
     With ``spec.target_transactions`` = k, the target account holds exactly k transactions at slots drawn
     uniformly over the whole ledger and every other line goes to another account; without it (the
     default, and the draws of earlier ledgers unchanged) every line's account is drawn from all of them.
+    With ``spec.min_pages``, the ledger's page count is drawn first, from ``[min_pages, pages]``.
     """
+    n_pages = spec.pages if spec.min_pages is None else rng.randint(spec.min_pages, spec.pages)
     accounts = [f"ACC-{rng.randint(100, 999)}{chr(65 + k)}" for k in range(spec.accounts)]
     account, opening = rng.choice(accounts), rng.randint(1, 50) * 100
     targets: set[int] | None = None
     if spec.target_transactions is not None:
-        targets = set(rng.sample(range(1, spec.pages * spec.per_page + 1), spec.target_transactions))
+        targets = set(rng.sample(range(1, n_pages * spec.per_page + 1), spec.target_transactions))
         others = [a for a in accounts if a != account]
     balance, count, pages, number = opening, 0, [], 0
-    for page in range(1, spec.pages + 1):
-        lines = [f"Ledger page {page} of {spec.pages}", "ID | Day | Account | Type | Amount | Memo"]
+    for page in range(1, n_pages + 1):
+        lines = [f"Ledger page {page} of {n_pages}", "ID | Day | Account | Type | Amount | Memo"]
         for _ in range(spec.per_page):
             number += 1
             pool = accounts if targets is None else [account] if number in targets else others
@@ -117,7 +124,7 @@ def build_row(
 ) -> dict[str, Any]:
     """One verl sample; ``fold_tool`` also offers ``fold`` (``extensions/tools/fold.py``)."""
     question = (
-        f"The ledger has {spec.pages} pages. Account {ledger.account} opened with a balance of {ledger.opening}. "
+        f"The ledger has {len(ledger.pages)} pages. Account {ledger.account} opened with a balance of {ledger.opening}. "
         f"Deposits add to an account's balance and withdrawals subtract from it. What is the balance of account "
         f"{ledger.account} after every transaction in the ledger?"
     )
@@ -167,7 +174,8 @@ def prepare(
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = write_parquet(rows, out / f"{split}.parquet")
-    logger.info("wrote %d ledgers of %d pages to %s", count, spec.pages, path)
+    size = f"{spec.pages}" if spec.min_pages is None else f"{spec.min_pages} to {spec.pages}"
+    logger.info("wrote %d ledgers of %s pages to %s", count, size, path)
     return path
 
 
@@ -182,6 +190,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--per-page", type=int, default=LedgerSpec.per_page)
     parser.add_argument("--accounts", type=int, default=LedgerSpec.accounts)
     parser.add_argument(
+        "--min-pages",
+        type=int,
+        default=None,
+        help="draw each ledger's page count from [--min-pages, --pages] (a curriculum; default: all --pages)",
+    )
+    parser.add_argument(
         "--target-transactions",
         type=int,
         default=None,
@@ -192,7 +206,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fold-tool", action="store_true", help="also offer the fold tool (folding_workflow only)")
     args = parser.parse_args(argv)
     try:
-        spec = LedgerSpec(args.pages, args.per_page, args.accounts, args.target_transactions)
+        spec = LedgerSpec(args.pages, args.per_page, args.accounts, args.target_transactions, args.min_pages)
         prepare(
             args.output_dir,
             split=args.split,

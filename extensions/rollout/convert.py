@@ -68,6 +68,7 @@ def build_turns(
                 trained=any(mask[lo:hi]),
                 fold=bool(raw.get("fold")),
                 summary=bool(raw.get("summary")),
+                summary_tagged=raw.get("summary_tagged"),
             )
         )
     _attach_parsed_calls(turns)

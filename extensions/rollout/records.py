@@ -72,6 +72,9 @@ class TurnRecord(BaseModel):
     """Context folding: the user message asking for a summary (not the user's)."""
     summary: bool = False
     """Context folding: the assistant turn writing the summary (not counted as an assistant turn)."""
+    summary_tagged: bool | None = None
+    """Context folding, the summary turn: whether the summary was closed inside ``<summary>`` tags (with the
+    fold's ``summary_prefix``, the loop wrote the opening tag); None on other turns."""
 
 
 class SegmentRecord(BaseModel):

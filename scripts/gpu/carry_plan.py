@@ -12,10 +12,10 @@ the machine goes back after 30 s idle (and after 30 min held), and /tmp goes wit
 names `.whl-gpu/carry/NN` in the device tool's `carry` and runs
 `mkdir -p /tmp/longflow-parts && cp .whl-gpu/carry/NN/* /tmp/longflow-parts/`.
 
-Order: the wheel parts first (call 1 also holds the two manifests), the last of them also runs
-install_on_gpu.sh's wheels+check steps; then the SGLang wheel parts when the build made them
-(LONGFLOW_ENGINES=...,sglang), the last running its sglang+check-sglang steps; then the GGUF parts, the last of which runs its model
-step. Each group is packed first-fit-decreasing into calls of at most --max-mib (60) MiB; wheel
+Order: the wheel parts first (call 1 also holds the two manifests); then the SGLang wheel parts when the build
+made them (LONGFLOW_ENGINES=...,sglang); then the GGUF parts. The last call also starts every install step
+(wheels,check[,sglang,check-sglang],model) in the background (scripts/gpu/background.sh) and returns at once;
+poll it with `bash scripts/gpu/background.sh --status 240 setup`. Each group is packed first-fit-decreasing into calls of at most --max-mib (60) MiB; wheel
 parts and GGUF parts are separate files, so either group can go first (--gguf-first).
 """
 
@@ -36,9 +36,11 @@ MANIFESTS = ("MANIFEST.sha256", "WHOLE.sha256")
 CARRY_ROOT = ".whl-gpu/carry"
 REMOTE = "/tmp/longflow-parts"
 GROUPS = {"wheels": "wheels.tar.part-", "sglang": "sglang-wheels.tar.part-", "gguf": "gguf.part-"}
-INSTALL = {"wheels": "LONGFLOW_STEPS=wheels,check bash scripts/gpu/install_on_gpu.sh",
-           "sglang": "LONGFLOW_STEPS=sglang,check-sglang bash scripts/gpu/install_on_gpu.sh",
-           "gguf": "LONGFLOW_STEPS=model bash scripts/gpu/install_on_gpu.sh"}  # fmt: skip
+STEPS = {"wheels": "wheels,check", "sglang": "sglang,check-sglang", "gguf": "model"}
+SETUP = "bash scripts/gpu/background.sh setup env LONGFLOW_STEPS={steps} bash scripts/gpu/install_on_gpu.sh"
+"""The last call's extra step: every install step, started in the background (the call returns at once; poll
+with ``bash scripts/gpu/background.sh --status 240 setup``). A long install in the call itself left the machine
+idle for more than 30 s before the next call, more than once."""
 
 
 def working_tree_bytes() -> int:
@@ -96,13 +98,13 @@ def make_plan(parts: Path, cap: int, only: list[str] | None, gguf_first: bool, i
             bins.remove(target)
             bins.insert(0, target)
             manifests = []
-        for i, b in enumerate(bins):
-            last = i == len(bins) - 1
-            calls.append(
-                {"group": group, "files": b, "install": INSTALL[group] if (last and install and not only) else None}
-            )
+        for b in bins:
+            calls.append({"group": group, "files": b, "install": None})
     if manifests:  # only manifests asked for
         calls.insert(0, {"group": "manifests", "files": manifests, "install": None})
+    if calls and install and not only:
+        steps = ",".join(STEPS[g] for g in ("wheels", "sglang", "gguf") if any(c["group"] == g for c in calls))
+        calls[-1]["install"] = SETUP.format(steps=steps)
     expected = 0
     for n, c in enumerate(calls, 1):
         expected += len(c["files"])
@@ -175,7 +177,7 @@ def main() -> int:
             f"call {c['n']:2d}  {c['bytes'] / MIB:5.1f} MiB  carry={c['carry']}  {' '.join(p.name for p in c['files'])}{flag}"
         )
         if c["install"]:
-            print(f"         then, same call (timeout_s=600): {c['install']}")
+            print(f"         then, same call (it returns at once): {c['install']}")
     print("\ncommands:")
     for c in calls:
         print(f"  {c['n']:2d}: {c['command']}")

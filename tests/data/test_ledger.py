@@ -48,6 +48,18 @@ def test_a_set_number_of_target_transactions_spread_over_the_ledger():
     assert len(pages_hit) >= 15  # spread over the whole ledger, not bunched at its start
 
 
+def test_min_pages_draws_each_ledgers_length_and_the_question_says_it(tmp_path):
+    spec = LedgerSpec(pages=6, per_page=4, accounts=3, target_transactions=2, min_pages=2)
+    lengths = [len(make_ledger(random.Random(f"m/{i}"), spec).pages) for i in range(60)]
+    assert set(lengths) == {2, 3, 4, 5, 6}
+    path = prepare(tmp_path, split="train", count=8, spec=spec, agent_name="folding_workflow")
+    for row in pq.read_table(path).to_pylist():
+        pages = row["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
+        assert row["prompt"][1]["content"].startswith(f"The ledger has {len(pages)} pages.")
+        assert pages[-1].splitlines()[0] == f"Ledger page {len(pages)} of {len(pages)}"
+        assert row["extra_info"]["transactions"] == 2
+
+
 def test_default_ledgers_are_drawn_as_before_the_target_option():
     """The knob must not move the draws of existing ledgers (their answers are in committed results)."""
     ledger = make_ledger(random.Random("ledger/test/0/0"), LedgerSpec())
@@ -94,6 +106,11 @@ def test_bad_options_exit_2_naming_the_option(tmp_path, caplog):
     assert "--target-transactions must be between 1 and pages x per-page = 6, got 7" in caplog.text
     assert main(["--output-dir", str(tmp_path), "--accounts", "1", "--target-transactions", "2"]) == 2
     assert "--target-transactions needs at least 2 accounts, got --accounts 1" in caplog.text
+    assert main(["--output-dir", str(tmp_path), "--pages", "5", "--min-pages", "6"]) == 2
+    assert "--min-pages must be between 1 and --pages 5, got 6" in caplog.text
+    args = ["--pages", "5", "--min-pages", "1", "--per-page", "2", "--target-transactions", "3"]
+    assert main(["--output-dir", str(tmp_path), *args]) == 2
+    assert "--target-transactions must be between 1 and min-pages x per-page = 2, got 3" in caplog.text
 
 
 async def test_read_page_returns_pages_and_says_the_valid_range():
