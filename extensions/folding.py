@@ -75,15 +75,17 @@ def parse_fold_settings(value: Any, *, entry: str) -> FoldSettings:
 
 def read_summary(text: str) -> tuple[str, bool]:
     """(summary, tagged): the last non-empty ``<summary>`` after any thinking (to its end if unclosed),
-    else the whole reply after the thinking; a reply cut off while still thinking carries nothing."""
+    else the whole reply after the thinking; empty tags or a reply cut off while still thinking carry nothing."""
     if "</think>" in text:
         text = text.rsplit("</think>", 1)[1]
     elif "<think>" in text:
         return "", False
-    found = [(m.group(1).strip(), m) for m in _SUMMARY.finditer(text)]
+    matches = list(_SUMMARY.finditer(text))
+    # an opening tag repeated inside (the loop's summary_prefix, then the policy's own) opens nothing new
+    found = [(m.group(1).rsplit("<summary>", 1)[-1].strip(), m) for m in matches]
     found = [(summary, m) for summary, m in found if summary]
-    if not found:
-        return text.strip(), False
+    if not found:  # tags around nothing carry nothing; no tags at all: the whole reply
+        return ("", "</summary>" in text) if matches else (text.strip(), False)
     summary, match = found[-1]
     return summary, "</summary>" in text[match.start() :]
 

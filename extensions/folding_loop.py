@@ -191,10 +191,10 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         start = len(episode.response_mask)
         instruction = [{"role": "user", "content": self.fold.instruction}]
         room = self.response_length - len(episode.response_mask)
+        room -= len(self.summary_prefix_ids) + 1  # after the instruction: the prefix and at least one summary token
         if not await append_context(
-            self.ct_merge_context_msg, self.tokenizer, episode, instruction, room=room - len(self.summary_prefix_ids),
-            shrink=False,
-        ) or len(episode.response_mask) + len(self.summary_prefix_ids) >= self.response_length:  # fmt: skip
+            self.ct_merge_context_msg, self.tokenizer, episode, instruction, room=room, shrink=False
+        ):
             return episode.finish(Reason.RESPONSE_BUDGET, "no room left for the fold instruction")
         append_tokens(episode, self.summary_prefix_ids)  # the loop's opening of the reply: part of the request
         episode.add_turn(

@@ -36,9 +36,15 @@ def read_records(path: Path) -> list[dict[str, Any]]:
     raise SystemExit(f"{path}: no trajectories.jsonl(.gz|.xz)")
 
 
+def ledger_pages(record: dict[str, Any]) -> int:
+    """How many pages this sample's ledger has (ledgers of one run may differ: ``--min-pages``)."""
+    return len(record["tools_kwargs"]["read_page"]["create_kwargs"]["pages"])
+
+
 def pages_read(record: dict[str, Any]) -> list[int]:
-    """The page arguments of every read_page call, in order, over all segments."""
-    pages = []
+    """The pages of every read_page call that returned a page, in order, over all segments (a call for a page
+    the ledger does not have is not a page read)."""
+    n, pages = ledger_pages(record), []
     for turn in all_turns(record):
         for call in turn.get("tool_calls", []):
             if call["name"] != "read_page":
@@ -47,7 +53,7 @@ def pages_read(record: dict[str, Any]) -> list[int]:
                 page = json.loads(call["arguments"]).get("page")
             except (json.JSONDecodeError, AttributeError):
                 continue
-            if isinstance(page, int):
+            if isinstance(page, int) and 1 <= page <= n:
                 pages.append(page)
     return pages
 
@@ -57,11 +63,12 @@ def all_turns(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def tagged(turn: dict[str, Any]) -> bool:
-    """A summary inside ``<summary>`` tags: the loop's record (``summary_tagged``) where it has one; older
-    records (before it was recorded) by the turn's text."""
+    """A summary closed inside ``<summary>`` tags: the loop's record (``summary_tagged``) where it has one;
+    older records (before it was recorded) by the turn's text, as the loop reads it."""
     if turn.get("summary_tagged") is not None:
         return bool(turn["summary_tagged"])
-    return "<summary>" in turn["text"]
+    text = turn["text"]
+    return "<summary>" in text and "</summary>" in text[text.index("<summary>") :]
 
 
 def figures(record: dict[str, Any]) -> dict[str, Any]:
@@ -72,6 +79,7 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
     return {
         "acc": float(record.get("reward_extra_info", {}).get("acc", (record.get("reward") or 0) > 0)),
         "answered": bool(last) and "####" in last[-1]["text"],
+        "pages": ledger_pages(record),
         "distinct_pages": len(set(pages)),
         "highest_page": max(pages, default=0),
         "segments": len(record.get("segments", [])) + 1,
@@ -84,7 +92,7 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def variant_row(name: str, records: list[dict[str, Any]], pages: int) -> dict[str, Any]:
+def variant_row(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
     rows = [figures(r) for r in records]
     return {
         "variant": name,
@@ -93,7 +101,7 @@ def variant_row(name: str, records: list[dict[str, Any]], pages: int) -> dict[st
         "answered": sum(r["answered"] for r in rows),
         "distinct_pages_mean": round(mean(r["distinct_pages"] for r in rows), 3),
         "highest_page_mean": round(mean(r["highest_page"] for r in rows), 3),
-        "read_all_pages": sum(r["distinct_pages"] >= pages for r in rows),
+        "read_all_pages": sum(r["distinct_pages"] == r["pages"] for r in rows),
         "segments_mean": round(mean(r["segments"] for r in rows), 3),
         "summary_turns": sum(r["summary_turns"] for r in rows),
         "summaries_tagged": sum(r["summaries_tagged"] for r in rows),
@@ -102,7 +110,7 @@ def variant_row(name: str, records: list[dict[str, Any]], pages: int) -> dict[st
     }
 
 
-def plot(results: Path, variants: dict[str, list[dict[str, Any]]], rows: list[dict[str, Any]], pages: int) -> Path:
+def plot(results: Path, variants: dict[str, list[dict[str, Any]]], rows: list[dict[str, Any]]) -> Path:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -110,11 +118,12 @@ def plot(results: Path, variants: dict[str, list[dict[str, Any]]], rows: list[di
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     width = 0.8 / max(len(variants), 1)
+    pages = max(ledger_pages(r) for records in variants.values() for r in records)
     for k, (name, records) in enumerate(variants.items()):
         counts = Counter(figures(r)["highest_page"] for r in records)
         xs = range(pages + 1)
         left.bar([x + k * width for x in xs], [counts.get(x, 0) for x in xs], width=width, label=name)
-    left.set(xlabel="highest page read", ylabel="trajectories", title=f"How far each trajectory read (of {pages})")
+    left.set(xlabel="highest page read", ylabel="trajectories", title=f"How far each trajectory read (of up to {pages})")
     left.legend()
     folded = [r for r in rows if r["summary_turns"]]
     if folded:
@@ -139,16 +148,14 @@ def main(argv: list[str]) -> int:
         return 2
     results, names = Path(argv[0]), argv[1:]
     variants = {name: read_records(results / name) for name in names}
-    first = next(iter(variants.values()))[0]
-    pages = len(first["tools_kwargs"]["read_page"]["create_kwargs"]["pages"])
-    rows = [variant_row(name, records, pages) for name, records in variants.items()]
+    rows = [variant_row(name, records) for name, records in variants.items()]
     with open(results / "variants.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
     for row in rows:
         print(", ".join(f"{k} {v}" for k, v in row.items()))
-    print(f"wrote {results / 'variants.csv'} and {plot(results, variants, rows, pages)}")
+    print(f"wrote {results / 'variants.csv'} and {plot(results, variants, rows)}")
     return 0
 
 

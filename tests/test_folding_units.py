@@ -37,6 +37,10 @@ def test_read_summary_takes_the_tagged_text_or_says_it_was_not_tagged():
     assert read_summary("<think>use <summary></summary> tags</think><summary>total=42</summary>") == ("total=42", True)
     assert read_summary("<summary>old</summary> then <summary>new</summary>") == ("new", True)
     assert read_summary("<think>still thinking about <summary>x</summary>") == ("", False)
+    # with the loop's summary_prefix in front: a repeated opening tag, or tags around nothing
+    assert read_summary("<summary>\n<summary>facts</summary>") == ("facts", True)
+    assert read_summary("<summary>\n</summary>") == ("", True)
+    assert read_summary("<summary>\n") == ("", False)
 
 
 def test_the_next_segment_carries_the_summary_and_the_last_observation():

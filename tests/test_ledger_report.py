@@ -18,7 +18,7 @@ def record(index: int, *, acc: float) -> dict:
     first = [
         {"role": "assistant", "text": "call", "tool_calls": [call(1)]},
         {"role": "tool", "text": "page 1"},
-        {"role": "assistant", "text": "call", "tool_calls": [call(2), call("two")]},
+        {"role": "assistant", "text": "call", "tool_calls": [call(2), call("two"), call(8)]},
         {"role": "user", "text": "Your context is almost full", "fold": True},
         {"role": "assistant", "summary": True, "text": '```json\n{"name": "read_page", "arguments": {"page": 1}}\n```'},
     ]
@@ -40,10 +40,11 @@ def record(index: int, *, acc: float) -> dict:
 
 def test_figures_count_pages_segments_and_what_each_summary_turn_held() -> None:
     report = load_script("ledger_report")
-    assert report.pages_read(record(0, acc=1.0)) == [1, 2, 2, 7]  # "two" is not a page
+    assert report.pages_read(record(0, acc=1.0)) == [1, 2, 2, 7]  # "two" and 8 (of 7 pages) are not pages read
     assert report.figures(record(0, acc=1.0)) == {
         "acc": 1.0,
         "answered": True,
+        "pages": 7,
         "distinct_pages": 3,
         "highest_page": 7,
         "segments": 3,
@@ -54,12 +55,19 @@ def test_figures_count_pages_segments_and_what_each_summary_turn_held() -> None:
     }
 
 
-def test_main_writes_one_csv_row_per_variant(tmp_path: Path) -> None:
+def test_the_loops_summary_tagged_wins_and_older_records_need_a_closing_tag() -> None:
+    report = load_script("ledger_report")
+    assert not report.tagged({"text": "<summary>read 1, 2", "summary_tagged": False})
+    assert report.tagged({"text": "read 1, 2</summary>", "summary_tagged": True})  # the loop wrote the opening
+    assert report.tagged({"text": "<summary>read 1</summary>"}) and not report.tagged({"text": "<summary>read 1"})
+
+
+def test_main_writes_one_csv_row_per_variant(tmp_path: Path, monkeypatch) -> None:
     report = load_script("ledger_report")
     (tmp_path / "fold").mkdir()
     with gzip.open(tmp_path / "fold" / "trajectories.jsonl.gz", "wt") as f:
         f.write(json.dumps(record(0, acc=1.0)) + "\n" + json.dumps(record(1, acc=0.0)) + "\n")
-    assert report.variant_row("fold", report.read_records(tmp_path / "fold"), 7) == {
+    assert report.variant_row("fold", report.read_records(tmp_path / "fold")) == {
         "variant": "fold",
         "trajectories": 2,
         "accuracy": 0.5,
@@ -73,7 +81,7 @@ def test_main_writes_one_csv_row_per_variant(tmp_path: Path) -> None:
         "summaries_calling_a_tool": 2,
         "termination_reasons": "final_answer 2",
     }
-    report.main.__globals__["plot"] = lambda *a: tmp_path / "pages.png"  # the PNG needs matplotlib
+    monkeypatch.setitem(report.main.__globals__, "plot", lambda *a: tmp_path / "pages.png")  # PNG: matplotlib
     assert report.main([str(tmp_path), "fold"]) == 0
     with open(tmp_path / "variants.csv") as f:
         assert [r["accuracy"] for r in csv.DictReader(f)] == ["0.5"]

@@ -14,7 +14,7 @@ case $VARIANT in
   *) echo "VARIANT=$VARIANT: expected fold, truncated or wide" >&2; exit 2 ;;
 esac
 source experiments/ledger_folding/task.sh   # LEDGER_ARGS: the ledgers' shape
-data=outputs/data/ledger/$agent   # the same ledgers (same seeds); the agent_name column picks the loop
+data=outputs/data/ledger/$VARIANT   # the same ledgers in each (same seeds); the agent_name column picks the loop
 # shellcheck disable=SC2086  # LEDGER_ARGS is a list of options
 {
   "$PY" -m extensions.data.ledger --output-dir $data --split train --count "${TRAIN_COUNT:-2000}" --agent-name $agent $LEDGER_ARGS

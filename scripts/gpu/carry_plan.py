@@ -144,7 +144,7 @@ def main() -> int:
     ap.add_argument("--only", nargs="+", metavar="PART", help="only these part names (re-carry after a fresh machine)")
     ap.add_argument("--stage", action="store_true", help="hard-link each call's files into .whl-gpu/carry/NN/")
     ap.add_argument("--gguf-first", action="store_true")
-    ap.add_argument("--no-install", action="store_true", help="no install_on_gpu.sh in the group-closing calls")
+    ap.add_argument("--no-install", action="store_true", help="no install_on_gpu.sh in the last call")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if not args.parts.is_dir():

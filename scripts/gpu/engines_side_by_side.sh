@@ -19,13 +19,14 @@
 #
 # Greedy (temperature 0). GPU memory is shared with other runs: vLLM gets a fixed KV cache (KV_BYTES, 6 GiB);
 # SGLang's mem_fraction_static (verl's gpu_memory_utilization) counts memory other processes hold against it,
-# so it is set at launch to (memory in use + SGL_BUDGET_GIB) / total: SGL_BUDGET_GIB (10; 18 for the trainer,
-# whose actor takes its share first) is what SGLang itself may take.
+# so it is set at launch to (memory in use + SGL_BUDGET_GIB) / total: SGL_BUDGET_GIB (10) is what SGLang itself
+# may take; for the trainer (18) it also covers the trainer's own actor, which loads after the measurement.
 # Knobs: OUT (default outputs/gpu), LONGFLOW_MODEL_DIR (default /tmp/longflow/qwen25-coder-0.5b-instruct),
 # BATCH (driver --batch-size, default 64), ENGINES (order, default "sglang vllm"),
 # LONGFLOW_VLLM_ENV / LONGFLOW_SGLANG_ENV (env files, default /tmp/longflow-env.sh / /tmp/longflow-env-sglang.sh).
 # Each engine runs in its own process with its own env file: the two stacks cannot share a site.
 set -uo pipefail
+SELF=$(realpath "$0")
 cd "$(dirname "$0")/../.."
 MODE=${1:-}; shift || true
 OUTDIR=${OUT:-outputs/gpu}
@@ -45,10 +46,11 @@ declare -A SHARE=([vllm]="actor_rollout_ref.rollout.gpu_memory_utilization=0.15 
 
 case $MODE in
 bg)
+    need_gsm8k   # here, not only inside the detached job
     mkdir -p /tmp/engines
     # results under /tmp/engines/res: the device's $OUT is emptied before every call
     (OUT=/tmp/engines/res setsid nohup bash -c 'bash "$0" rollouts "$1"; bash "$0" train "$2"; OUT= bash scripts/gpu/train_bg.sh --wait sglang_train 3000; echo "engines done $(date +%T)"' \
-        "$0" "${1:-256}" "${2:-5}" > /tmp/engines/console.log 2>&1 < /dev/null &)
+        "$SELF" "${1:-256}" "${2:-5}" > /tmp/engines/console.log 2>&1 < /dev/null &)
     echo "engines side by side started: /tmp/engines/console.log"
     ;;
 status)

@@ -20,11 +20,13 @@ KEYS = ["trajectories", "errors", "backend_start_s", "trajectories_per_s", "gene
 
 
 def responses(path: Path) -> dict[int, list[int]]:
-    """Sample index -> every response token of the trajectory (earlier segments first)."""
+    """Sample index -> every response token of the trajectory (earlier segments first); trajectories that
+    ended in ``error`` are left out (a failed batch records no tokens, which would compare as identical)."""
     out: dict[int, list[int]] = {}
     for line in path.read_text().splitlines():
         r = json.loads(line)
-        out[r["index"]] = [t for s in r.get("segments", []) for t in s["response_ids"]] + r["response_ids"]
+        if r.get("termination_reason") != "error":
+            out[r["index"]] = [t for s in r.get("segments", []) for t in s["response_ids"]] + r["response_ids"]
     return out
 
 
@@ -71,8 +73,10 @@ def table(res: Path, engines: list[str]) -> tuple[dict[str, dict[str, Any]], str
     same = agreement(res, engines)
     if same is not None:
         rows["agreement"] = same
-        md += ["", f"Greedy agreement ({' vs '.join(same['engines'])}): {same['identical']} of {same['compared']} "
-               f"trajectories token-identical; median first differing response token {same['median_first_difference']}."]  # fmt: skip
+        first = same["median_first_difference"]
+        md += ["", f"Greedy agreement ({' vs '.join(same['engines'])}, trajectories that ended in error left out): "
+               f"{same['identical']} of {same['compared']} token-identical; median first differing response token "
+               f"{'-' if first is None else first}."]  # fmt: skip
     for e in engines:
         if "error_tail" in rows[e]:
             md += ["", f"**{e} failed** (last lines of driver.log):", "```", *rows[e]["error_tail"], "```"]

@@ -21,8 +21,7 @@ export TEST_COUNT=${TEST_COUNT:-128} TRAIN_COUNT=${TRAIN_COUNT:-1000}
 VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold actor_rollout_ref.rollout.gpu_memory_utilization=0.3 \
   "data.train_batch_size=${BATCH:-8}" "actor_rollout_ref.rollout.n=${N:-4}" "actor_rollout_ref.actor.ppo_mini_batch_size=${BATCH:-8}" \
   "trainer.total_training_steps=$STEPS" "trainer.test_freq=${TEST_FREQ:-10}" +ray_kwargs.ray_init.include_dashboard=false
-# the trainer's vLLM sizes its cache from free memory: let it start first. In the background, so that this call
-# returns at once and the next device calls (more parts to carry) need not wait.
-(LEDGERS=$TEST_COUNT LEDGER_VARIANTS="truncated wide" ASK_VARIANTS=ask_hinted setsid nohup \
-  bash -c 'sleep "$0"; bash scripts/gpu/side_runs.sh start' "${STAGGER_S:-120}" > /tmp/side_start.log 2>&1 < /dev/null &)
-echo "side runs start in ${STAGGER_S:-120} s (/tmp/side_start.log)"
+# the trainer's vLLM sizes its cache from free memory: the side runs wait STAGGER_S before starting theirs. Their
+# code is copied now, so later device calls (which re-send the working tree) cannot change it under them.
+LEDGERS=$TEST_COUNT LEDGER_VARIANTS="truncated wide" ASK_VARIANTS=ask_hinted DELAY_S=${STAGGER_S:-120} \
+  bash scripts/gpu/side_runs.sh start

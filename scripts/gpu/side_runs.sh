@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Rollout-driver runs (vLLM) beside the trainers of one hold, on the GPU machine after install_on_gpu.sh:
-#   bash scripts/gpu/side_runs.sh start    # in the background, one after the other:
+#   [DELAY_S=120] bash scripts/gpu/side_runs.sh start    # in the background (after DELAY_S), one after the other:
 #       1. experiments/ledger_folding on $LEDGERS (64) held-out ledgers (split test), greedy, $LEDGER_VARIANTS of
 #          truncated (react, 4K window), wide (react, 24K window), fold (folding_workflow, 4K window)
 #       2. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("ask_hinted"), $ASK_LIMIT (256) test problems
@@ -14,8 +14,10 @@ case ${1:-} in
 start)
   mkdir -p "$SIDE/src"
   tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$SIDE/src"
-  (cd "$SIDE/src" && setsid nohup bash scripts/gpu/side_runs.sh run > "$SIDE/console.log" 2>&1 < /dev/null &)
-  echo "side runs started: $SIDE/console.log"
+  # the code is copied now; with DELAY_S the runs start that much later (a trainer's vLLM starting first)
+  (cd "$SIDE/src" && setsid nohup bash -c 'sleep "${DELAY_S:-0}"; bash scripts/gpu/side_runs.sh run' \
+    > "$SIDE/console.log" 2>&1 < /dev/null &)
+  echo "side runs started${DELAY_S:+ (runs in $DELAY_S s)}: $SIDE/console.log"
   ;;
 run)
   source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"

@@ -64,7 +64,7 @@ async def test_the_prefix_opens_the_summary_untrained_and_the_summary_is_carried
     assert problems == []
 
 
-def test_the_prefix_counts_in_the_folds_reserve(qwen_dir):
+def test_the_prefix_counts_in_the_folds_reserve(qwen_dir, monkeypatch):
     """A summary cap that just leaves a turn's room fits without the prefix and is a config error with it."""
     import asyncio
 
@@ -86,7 +86,8 @@ def test_the_prefix_counts_in_the_folds_reserve(qwen_dir):
         ("fits", {"summary_max_tokens": cap}),
         ("over", {"summary_max_tokens": cap, "summary_prefix": PREFIX}),
     ):
-        registry[name] = {"_target_": "extensions.folding_loop.FoldingWorkflowAgent", "name": name, "fold": fold}
+        entry = {"_target_": "extensions.folding_loop.FoldingWorkflowAgent", "name": name, "fold": fold}
+        monkeypatch.setitem(registry, name, entry)
     message = (
         rf"agent loop 'over': fold: the fold reserves {instruction + FRAMING + prefix + cap} response tokens "
         rf"\(instruction {instruction} \+ {FRAMING} \+ summary_prefix {prefix} \+ summary_max_tokens {cap}\)"
