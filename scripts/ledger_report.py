@@ -123,7 +123,9 @@ def plot(results: Path, variants: dict[str, list[dict[str, Any]]], rows: list[di
         counts = Counter(figures(r)["highest_page"] for r in records)
         xs = range(pages + 1)
         left.bar([x + k * width for x in xs], [counts.get(x, 0) for x in xs], width=width, label=name)
-    left.set(xlabel="highest page read", ylabel="trajectories", title=f"How far each trajectory read (of up to {pages})")
+    left.set(
+        xlabel="highest page read", ylabel="trajectories", title=f"How far each trajectory read (of up to {pages})"
+    )
     left.legend()
     folded = [r for r in rows if r["summary_turns"]]
     if folded:
