@@ -2,7 +2,7 @@
 # Rollout-driver runs (vLLM) beside the trainers of one hold, on the GPU machine after install_on_gpu.sh:
 #   [DELAY_S=120] bash scripts/gpu/side_runs.sh start    # in the background (after DELAY_S), one after the other:
 #       1. experiments/ledger_folding on $LEDGERS (64) held-out ledgers (split test), greedy, $LEDGER_VARIANTS of
-#          truncated (react, 4K window), wide (react, 24K window), fold (folding_workflow, 4K window)
+#          truncated (react, 4K window), wide (react, 24K window), fold (folding_workflow, 4K window); "none": skip
 #       2. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("ask_hinted"), $ASK_LIMIT (256) test problems
 #   bash scripts/gpu/side_runs.sh status   # one line per finished part; $OUT/side.tgz holds everything so far
 # Each engine gets a fixed KV cache ($KV_BYTES, 6 GiB) so that it can share the GPU with running trainers.
@@ -26,10 +26,11 @@ run)
   share=(actor_rollout_ref.rollout.gpu_memory_utilization=0.15
     "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=${KV_BYTES:-6442450944}")
   data=$SIDE/ledger_data
+  [ "${LEDGER_VARIANTS:-}" = none ] && LEDGER_VARIANTS="" LEDGERS=1   # the ask-user part alone (writes 1 ledger)
   source experiments/ledger_folding/task.sh   # LEDGER_ARGS: the same ledgers as the trainer's held-out set
   # shellcheck disable=SC2086
   python3 -m extensions.data.ledger --output-dir "$data" --split test --count "${LEDGERS:-64}" --agent-name react $LEDGER_ARGS
-  for variant in ${LEDGER_VARIANTS:-truncated wide fold}; do
+  for variant in ${LEDGER_VARIANTS-truncated wide fold}; do
     case $variant in
       truncated) args=(--force-agent-name react) ;;
       wide) args=(--force-agent-name react data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
