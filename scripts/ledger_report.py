@@ -42,10 +42,13 @@ def ledger_pages(record: dict[str, Any]) -> int:
 
 
 def pages_read(record: dict[str, Any]) -> list[int]:
-    """The pages of every read_page call that returned a page, in order, over all segments (a call for a page
-    the ledger does not have is not a page read)."""
+    """The pages of every read_page call that ran and returned a page, in order, over all segments: the calls of
+    the tool turns (the records also copy each call onto the assistant turn that made it, so those are not
+    counted again); a call for a page the ledger does not have is not a page read."""
     n, pages = ledger_pages(record), []
     for turn in all_turns(record):
+        if turn["role"] != "tool":
+            continue
         for call in turn.get("tool_calls", []):
             if call["name"] != "read_page":
                 continue

@@ -15,15 +15,18 @@ def call(page: object) -> dict:
 
 
 def record(index: int, *, acc: float) -> dict:
+    # as the driver records them: each call on the tool turn that ran it and, copied, on the assistant turn
     first = [
         {"role": "assistant", "text": "call", "tool_calls": [call(1)]},
-        {"role": "tool", "text": "page 1"},
+        {"role": "tool", "text": "page 1", "tool_calls": [call(1)]},
         {"role": "assistant", "text": "call", "tool_calls": [call(2), call("two"), call(8)]},
+        {"role": "tool", "text": "page 2, errors", "tool_calls": [call(2), call("two"), call(8)]},
         {"role": "user", "text": "Your context is almost full", "fold": True},
         {"role": "assistant", "summary": True, "text": '```json\n{"name": "read_page", "arguments": {"page": 1}}\n```'},
     ]
     second = [
         {"role": "assistant", "text": "call", "tool_calls": [call(2), call(7)]},
+        {"role": "tool", "text": "pages 2 and 7", "tool_calls": [call(2), call(7)]},
         {"role": "user", "text": "Your context is almost full", "fold": True},
         {"role": "assistant", "summary": True, "text": "<summary>read 1, 2, 7</summary>"},
     ]
@@ -40,7 +43,8 @@ def record(index: int, *, acc: float) -> dict:
 
 def test_figures_count_pages_segments_and_what_each_summary_turn_held() -> None:
     report = load_script("ledger_report")
-    assert report.pages_read(record(0, acc=1.0)) == [1, 2, 2, 7]  # "two" and 8 (of 7 pages) are not pages read
+    # each call once; "two" and 8 (of 7 pages) are not pages read
+    assert report.pages_read(record(0, acc=1.0)) == [1, 2, 2, 7]
     assert report.figures(record(0, acc=1.0)) == {
         "acc": 1.0,
         "answered": True,
