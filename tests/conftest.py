@@ -74,6 +74,21 @@ def tokenizer(worker: Any) -> Any:
     return worker.tokenizer
 
 
+def segment_worker(
+    qwen_dir: Path, tmp: Path, entries: list[dict[str, Any]], *, tools: Path = FIXTURES / "tools.yaml",
+    tool_format: str = "hermes",
+) -> Any:  # fmt: skip
+    """An AgentLoopWorker on these agent-loop entries (written to ``tmp/agent_loops.yaml``) that takes a folding
+    loop's list of segment outputs."""
+    import yaml
+
+    from extensions.verl_compat import accept_segment_lists
+
+    loops = tmp / "agent_loops.yaml"
+    loops.write_text(yaml.safe_dump(entries))
+    return accept_segment_lists(build_worker(qwen_dir, tools=tools, agent_loops=loops, tool_format=tool_format))
+
+
 def register_loop(name: str, **settings: Any) -> str:
     """Register a LongWorkflowAgent entry as a YAML line would, with the test interactions."""
     settings.setdefault("interaction_config_path", str(FIXTURES / "interactions.yaml"))

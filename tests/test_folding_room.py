@@ -14,8 +14,7 @@ from extensions.folding import INSTRUCTION, carry_message, parse_fold_settings
 from extensions.folding_loop import FRAMING, template_tokens
 from extensions.rollout.convert import to_record
 from extensions.token_text import TRUNCATION_NOTE
-from extensions.verl_compat import accept_segment_lists
-from tests.conftest import FIXTURES, PROMPT_LENGTH, RESPONSE_LENGTH, ROOT, build_worker, run_batch, sample
+from tests.conftest import FIXTURES, PROMPT_LENGTH, RESPONSE_LENGTH, ROOT, run_batch, sample, segment_worker
 from tests.trainer_harness import tool_call
 
 SUMMARY_CAP = 48
@@ -38,12 +37,6 @@ def entry(name: str, max_segments: int, **settings: Any) -> dict[str, Any]:
     }
 
 
-def worker_for(qwen_dir: Any, tmp: Any, tools: Any, tool_format: str, entries: list[dict[str, Any]]) -> Any:
-    loops = tmp / "agent_loops.yaml"
-    loops.write_text(yaml.safe_dump(entries))
-    return accept_segment_lists(build_worker(qwen_dir, tools=tools, agent_loops=loops, tool_format=tool_format))
-
-
 def filler(tok: Any, tail: str, tokens: int) -> str:
     """Text of exactly ``tokens`` tokens that ends with ``tail``."""
     word = len(tok.encode(" alpha", add_special_tokens=False))
@@ -64,7 +57,7 @@ def user_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     carry = {"window_tokens": 2000, "trigger_fraction": 0.5, "observation_max_tokens": 2000}
     entries = [entry("fold_user", 3, **user), entry("fold_user_two", 2, **user)]
     entries.append({**entry("fold_carry", 2, tool_parser="hermes_strict"), "fold": carry})
-    return worker_for(qwen_dir, tmp_path_factory.mktemp("u"), FIXTURES / "tools.yaml", "hermes", entries)
+    return segment_worker(qwen_dir, tmp_path_factory.mktemp("u"), entries)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +67,7 @@ def fold_tool_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) ->
     tools["tools"].append({"class_name": "extensions.tools.fold.FoldTool", "config": {"type": "native"}})
     (tmp / "tools.yaml").write_text(yaml.safe_dump(tools))
     entries = [entry("fold_tool", 2, tool_parser="hermes_strict", interaction_config_path=None, max_parallel_calls=2)]
-    return worker_for(qwen_dir, tmp, tmp / "tools.yaml", "hermes", entries)
+    return segment_worker(qwen_dir, tmp, entries, tools=tmp / "tools.yaml")
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +75,7 @@ def fence_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> Any
     fence = {"tool_parser": "code_fence", "interaction_config_path": None}
     entries = [entry("fold_fence", 3, **fence), entry("fold_fence_two", 2, **fence)]
     tools = ROOT / "experiments" / "gsm8k_learn" / "tools.yaml"
-    return worker_for(qwen_dir, tmp_path_factory.mktemp("f"), tools, "auto", entries)
+    return segment_worker(qwen_dir, tmp_path_factory.mktemp("f"), entries, tools=tools, tool_format="auto")
 
 
 async def test_a_user_message_without_room_folds_and_opens_the_next_segment(user_worker):

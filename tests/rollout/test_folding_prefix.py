@@ -7,13 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from extensions.folding import carry_message, parse_fold_settings
 from extensions.rollout.convert import to_record
 from extensions.rollout.replay import generations, replay
 from extensions.verl_compat import accept_segment_lists
-from tests.conftest import FIXTURES, build_worker, run_batch, sample
+from tests.conftest import FIXTURES, build_worker, run_batch, sample, segment_worker
 from tests.trainer_harness import tool_call
 
 LONG = " ".join(["alpha"] * 150)
@@ -24,7 +23,6 @@ SCRIPT = {"FP-fold": [tool_call("echo", text=LONG), REPLY, "It is 4.\n#### 4"]}
 
 @pytest.fixture(scope="module")
 def prefix_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    loops = tmp_path_factory.mktemp("loops") / "agent_loops.yaml"
     fold = {"window_tokens": 640, "trigger_fraction": 0.5, "carry_last_observation": False, "summary_prefix": PREFIX}
     entry = {
         "name": "fold_prefix",
@@ -32,10 +30,7 @@ def prefix_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> An
         "tool_parser": "hermes_strict",
         "fold": fold,
     }
-    loops.write_text(yaml.safe_dump([entry]))
-    return accept_segment_lists(
-        build_worker(qwen_dir, tools=FIXTURES / "tools.yaml", agent_loops=loops, tool_format="hermes")
-    )
+    return segment_worker(qwen_dir, tmp_path_factory.mktemp("loops"), [entry])
 
 
 async def test_the_prefix_opens_the_summary_untrained_and_the_summary_is_carried(prefix_worker, tmp_path):

@@ -7,15 +7,14 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from extensions.rollout.convert import to_record
 from extensions.rollout.records import read_jsonl, write_jsonl
 from extensions.rollout.replay import generations, replay
 from extensions.rollout.summary import summarize
 from extensions.rollout.view import render_html
-from extensions.verl_compat import accept_segment_lists, segment_list_manager, segment_list_worker_class
-from tests.conftest import FIXTURES, build_worker, run_batch, sample
+from extensions.verl_compat import segment_list_manager, segment_list_worker_class
+from tests.conftest import run_batch, sample, segment_worker
 from tests.trainer_harness import tool_call
 
 LONG = " ".join(["alpha"] * 150)
@@ -25,17 +24,13 @@ SCRIPT = {"FR-fold": [tool_call("echo", text=LONG), SUMMARY, "It is 4.\n#### 4"]
 
 @pytest.fixture(scope="module")
 def fold_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    loops = tmp_path_factory.mktemp("loops") / "agent_loops.yaml"
     entry = {
         "name": "fold_rec",
         "_target_": "extensions.folding_loop.FoldingWorkflowAgent",
         "tool_parser": "hermes_strict",
         "fold": {"window_tokens": 640, "trigger_fraction": 0.5, "carry_last_observation": False},
     }
-    loops.write_text(yaml.safe_dump([entry]))
-    return accept_segment_lists(
-        build_worker(qwen_dir, tools=FIXTURES / "tools.yaml", agent_loops=loops, tool_format="hermes")
-    )
+    return segment_worker(qwen_dir, tmp_path_factory.mktemp("loops"), [entry])
 
 
 async def test_a_folded_trajectory_is_one_record_with_its_segments_and_replays_exactly(fold_worker, tmp_path):
