@@ -22,6 +22,8 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from extensions.folding import read_summary
+
 FIELDS = ["variant", "trajectories", "accuracy", "answered", "distinct_pages_mean", "highest_page_mean",
           "read_all_pages", "segments_mean", "summary_turns", "summaries_tagged", "summaries_calling_a_tool",
           "termination_reasons"]  # fmt: skip
@@ -67,11 +69,10 @@ def all_turns(record: dict[str, Any]) -> list[dict[str, Any]]:
 
 def tagged(turn: dict[str, Any]) -> bool:
     """A summary closed inside ``<summary>`` tags: the loop's record (``summary_tagged``) where it has one;
-    older records (before it was recorded) by the turn's text, as the loop reads it."""
+    older records (before it was recorded) by the turn's text, read as the loop reads it."""
     if turn.get("summary_tagged") is not None:
         return bool(turn["summary_tagged"])
-    text = turn["text"]
-    return "<summary>" in text and "</summary>" in text[text.index("<summary>") :]
+    return read_summary(turn["text"])[1]
 
 
 def figures(record: dict[str, Any]) -> dict[str, Any]:
@@ -95,8 +96,8 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def variant_row(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
-    rows = [figures(r) for r in records]
+def variant_row(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """One variant's CSV row from its trajectories' ``figures``."""
     return {
         "variant": name,
         "trajectories": len(rows),
@@ -114,6 +115,7 @@ def variant_row(name: str, records: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def plot(results: Path, variants: dict[str, list[dict[str, Any]]], rows: list[dict[str, Any]]) -> Path:
+    """``variants``: each variant's trajectories' ``figures``; ``rows``: the CSV rows."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -121,9 +123,9 @@ def plot(results: Path, variants: dict[str, list[dict[str, Any]]], rows: list[di
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     width = 0.8 / max(len(variants), 1)
-    pages = max(ledger_pages(r) for records in variants.values() for r in records)
-    for k, (name, records) in enumerate(variants.items()):
-        counts = Counter(figures(r)["highest_page"] for r in records)
+    pages = max(f["pages"] for figs in variants.values() for f in figs)
+    for k, (name, figs) in enumerate(variants.items()):
+        counts = Counter(f["highest_page"] for f in figs)
         xs = range(pages + 1)
         left.bar([x + k * width for x in xs], [counts.get(x, 0) for x in xs], width=width, label=name)
     left.set(
@@ -152,8 +154,8 @@ def main(argv: list[str]) -> int:
         print(__doc__, file=sys.stderr)
         return 2
     results, names = Path(argv[0]), argv[1:]
-    variants = {name: read_records(results / name) for name in names}
-    rows = [variant_row(name, records) for name, records in variants.items()]
+    variants = {name: [figures(r) for r in read_records(results / name)] for name in names}
+    rows = [variant_row(name, figs) for name, figs in variants.items()]
     with open(results / "variants.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=FIELDS)
         writer.writeheader()

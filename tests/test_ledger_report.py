@@ -71,7 +71,8 @@ def test_main_writes_one_csv_row_per_variant(tmp_path: Path, monkeypatch) -> Non
     (tmp_path / "fold").mkdir()
     with gzip.open(tmp_path / "fold" / "trajectories.jsonl.gz", "wt") as f:
         f.write(json.dumps(record(0, acc=1.0)) + "\n" + json.dumps(record(1, acc=0.0)) + "\n")
-    assert report.variant_row("fold", report.read_records(tmp_path / "fold")) == {
+    figs = [report.figures(r) for r in report.read_records(tmp_path / "fold")]
+    assert report.variant_row("fold", figs) == {
         "variant": "fold",
         "trajectories": 2,
         "accuracy": 0.5,
