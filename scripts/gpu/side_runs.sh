@@ -26,11 +26,14 @@ run)
   share=(actor_rollout_ref.rollout.gpu_memory_utilization=0.15
     "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=${KV_BYTES:-6442450944}")
   data=$SIDE/ledger_data
-  [ "${LEDGER_VARIANTS:-}" = none ] && LEDGER_VARIANTS="" LEDGERS=1   # the ask-user part alone (writes 1 ledger)
-  source experiments/ledger_folding/task.sh   # LEDGER_ARGS: the same ledgers as the trainer's held-out set
-  # shellcheck disable=SC2086
-  python3 -m extensions.data.ledger --output-dir "$data" --split test --count "${LEDGERS:-64}" --agent-name react $LEDGER_ARGS
-  for variant in ${LEDGER_VARIANTS-truncated wide fold}; do
+  variants=${LEDGER_VARIANTS:-truncated wide fold}
+  [ "$variants" = none ] && variants=""   # the ask-user part alone: no ledgers written
+  if [ -n "$variants" ]; then
+    source experiments/ledger_folding/task.sh   # LEDGER_ARGS: the same ledgers as the trainer's held-out set
+    # shellcheck disable=SC2086
+    python3 -m extensions.data.ledger --output-dir "$data" --split test --count "${LEDGERS:-64}" --agent-name react $LEDGER_ARGS
+  fi
+  for variant in $variants; do
     case $variant in
       truncated) args=(--force-agent-name react) ;;
       wide) args=(--force-agent-name react data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
