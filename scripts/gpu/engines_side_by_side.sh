@@ -17,10 +17,12 @@
 #       outlive the device call and share the GPU with whatever else runs; `status` then prints progress and
 #       copies $OUT/engines.tgz (side_by_side.*, each engine's summary/log/trajectories, the trainer's files).
 #
-# Greedy (temperature 0). GPU memory is shared with other runs: vLLM gets a fixed KV cache (KV_BYTES, 6 GiB);
-# SGLang's mem_fraction_static (verl's gpu_memory_utilization) counts memory other processes hold against it,
-# so it is set at launch to (memory in use + SGL_BUDGET_GIB) / total: SGL_BUDGET_GIB (10) is what SGLang itself
-# may take; for the trainer (18) it also covers the trainer's own actor, which loads after the measurement.
+# Greedy (temperature 0). GPU memory is shared with other runs, so each engine gets the same fixed KV cache
+# (KV_BYTES, 6 GiB): vLLM through kv_cache_memory_bytes, SGLang through max_total_tokens (KV_BYTES over the
+# model's KV bytes per token, read from its config.json). SGLang's mem_fraction_static (verl's
+# gpu_memory_utilization) is a share of the memory FREE when it starts (sglang 0.5.12,
+# model_runner_kv_cache_mixin._profile_available_bytes), so SGL_FRACTION (0.5) only has to leave the cap room.
+# `bg` starts the SGLang trainer first and the rollouts beside it: every figure is a shared GPU's.
 # Knobs: OUT (default outputs/gpu), LONGFLOW_MODEL_DIR (default /tmp/longflow/qwen25-coder-0.5b-instruct),
 # BATCH (driver --batch-size, default 64), ENGINES (order, default "sglang vllm"),
 # LONGFLOW_VLLM_ENV / LONGFLOW_SGLANG_ENV (env files, default /tmp/longflow-env.sh / /tmp/longflow-env-sglang.sh).
@@ -38,18 +40,18 @@ need_gsm8k() {
         echo "error: set LONGFLOW_GSM8K_DIR to a folder with GSM8K {train,test}.jsonl (no network there)" >&2; exit 2; }
 }
 
-sglang_fraction() {  # $1 = GiB SGLang may take on top of what the GPU already holds
-    nvidia-smi --query-gpu=memory.used,memory.total --format=csv,noheader,nounits | head -n 1 \
-        | awk -F', ' -v b="$1" '{ f = ($1 + b * 1024) / $2; if (f > 0.9) f = 0.9; printf "%.3f", f }'
+kv_tokens() {  # KV_BYTES over the model's K+V bytes per token (bf16): SGLang's max_total_tokens
+    python3 -c 'import json, sys; c = json.load(open(sys.argv[1] + "/config.json")); heads = c.get("num_key_value_heads", c["num_attention_heads"]); per = 2 * c["num_hidden_layers"] * heads * (c["hidden_size"] // c["num_attention_heads"]) * 2; print(int(sys.argv[2]) // per)' "$MODEL" "${KV_BYTES:-6442450944}"
 }
 declare -A SHARE=([vllm]="actor_rollout_ref.rollout.gpu_memory_utilization=0.15 +actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=${KV_BYTES:-6442450944}")
+sglang_share() { echo "actor_rollout_ref.rollout.gpu_memory_utilization=${SGL_FRACTION:-0.5} +actor_rollout_ref.rollout.engine_kwargs.sglang.max_total_tokens=$(kv_tokens)"; }
 
 case $MODE in
 bg)
     need_gsm8k   # here, not only inside the detached job
     mkdir -p /tmp/engines
     # results under /tmp/engines/res: the device's $OUT is emptied before every call
-    (OUT=/tmp/engines/res setsid nohup bash -c 'bash "$0" rollouts "$1"; bash "$0" train "$2"; OUT= bash scripts/gpu/train_bg.sh --wait sglang_train 3000; echo "engines done $(date +%T)"' \
+    (OUT=/tmp/engines/res setsid nohup bash -c 'bash "$0" train "$2"; bash "$0" rollouts "$1"; OUT= bash scripts/gpu/train_bg.sh --wait sglang_train 3000; echo "engines done $(date +%T)"' \
         "$SELF" "${1:-256}" "${2:-5}" > /tmp/engines/console.log 2>&1 < /dev/null &)
     echo "engines side by side started: /tmp/engines/console.log"
     ;;
@@ -74,7 +76,7 @@ rollouts)
     RES=$OUTDIR/engines; mkdir -p "$RES"
     for e in ${ENGINES:-sglang vllm}; do
         mkdir -p "$RES/$e"
-        [ "$e" = sglang ] && SHARE[sglang]="actor_rollout_ref.rollout.gpu_memory_utilization=$(sglang_fraction "${SGL_BUDGET_GIB:-10}")"
+        [ "$e" = sglang ] && SHARE[sglang]=$(sglang_share)
         echo "== $e: $N samples, ${SHARE[$e]}"
         ( [ -f "${ENVF[$e]}" ] || { echo "error: ${ENVF[$e]} missing: run install_on_gpu.sh for $e" >&2; exit 2; }
           source "${ENVF[$e]}"; export PYTHONPATH=$PWD:$PYTHONPATH
@@ -91,7 +93,7 @@ train)
     ( source "${ENVF[sglang]}" && PYTHON=python3 bash experiments/gsm8k_learn/prepare_data.sh ) || exit 1
     LONGFLOW_ENV_FILE=${ENVF[sglang]} LONGFLOW_MODEL_PATH=$MODEL bash scripts/gpu/train_bg.sh sglang_train \
         actor_rollout_ref.rollout.name=sglang "trainer.total_training_steps=$STEPS" \
-        "actor_rollout_ref.rollout.gpu_memory_utilization=$(sglang_fraction "${SGL_BUDGET_GIB:-18}")" \
+        $(sglang_share) \
         trainer.val_before_train=false trainer.test_freq=-1 "$@"
     echo "then, back to back: OUT=\$OUT bash scripts/gpu/train_bg.sh --wait sglang_train 540"
     ;;
