@@ -41,6 +41,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from extensions.custom_advantages import check_estimator_name
+from extensions.engine_rules import composed_stop_string_problems
 from extensions.errors import ConfigError, choices
 from extensions.segment_weights import check_segment_estimator
 
@@ -173,6 +174,7 @@ def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> lis
     except ConfigError as exc:
         problems.append(f"{where}: {exc}")
     problems += check_rollout_size(cfg, where) if training else []
+    problems += composed_stop_string_problems(cfg, agent_loop_entries(cfg), where)
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
 
 

@@ -39,6 +39,7 @@ from extensions.code_fence_loop import (
     run_block,
 )
 from extensions.context_budget import append_context, cache_prefix_renders, fits, room_left
+from extensions.engine_rules import check_loop_stop_strings
 from extensions.episode import (
     Episode,
     Phase,
@@ -98,6 +99,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         self.fence = code_fence_settings(s, self.tool_parser_name, name, self.tools)
         if self.fence is not None:
             self.tool_parser.configure(self.fence)
+        check_loop_stop_strings(self.config.actor_rollout_ref.rollout, name, self.fence, self.interactions)
         self.end_ids = end_token_ids(self.tokenizer)
         self.think_ids = think_token_ids(self.tokenizer)
         if self.think_ids is None and not s.thinking_in_loss:

@@ -158,6 +158,26 @@ async def test_a_user_reply_ends_where_the_model_writes_a_turn_marker(worker, tm
     )
 
 
+async def test_a_user_reply_that_copies_the_agent_is_an_error(worker, tmp_path):
+    """On vLLM the 0.5B user copied the agent's message (whole, or cut off by max_tokens) in 513 of 687
+    replies; the agent answered each copy with the same text until max_user_turns. A copy is an error now."""
+    path = write_config(tmp_path, stop_on_final_answer=True)
+    loop = register_loop("lw_llm_user_copy", interaction_config_path=path)
+    asked = "Which apple do you mean, the red one or the green one from the market?"
+    samples = [ask_sample("ASK-8", loop), ask_sample("ASK-9", loop, user_facts=["OTHERFACT"])]
+    agent = {"ASK-8": [asked], "ASK-9": [asked, "#### 12"]}
+    user = {"USERFACT": [asked[:45] + "  "], "OTHERFACT": ["Yes."]}  # a cut-off copy; a short real answer
+    out, _ = await run_two_sided(worker, agent, user, samples)
+    bad, good = Row(out, 0), Row(out, 1)
+    assert bad.reason == "error"
+    assert bad.extras["error"] == (
+        "UserModelError: interaction 'llm_user' (LLMUserInteraction): the user model copied the agent's last "
+        "message instead of answering it as the user"
+    )
+    assert good.reason == "interaction_done"
+    assert [t["text"] for t in good.extras["turns"] if t["role"] == "user"] == ["Yes.", "Thank you."]
+
+
 def test_user_view_swaps_roles_and_hides_tools_and_thinking():
     messages = [
         {"role": "system", "content": "agent system prompt"},

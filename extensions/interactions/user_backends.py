@@ -85,6 +85,20 @@ def user_view(messages: list[dict[str, Any]], system: str) -> list[dict[str, str
     return view
 
 
+COPY_ERROR = "the user model copied the agent's last message instead of answering it as the user"
+COPY_MIN_CHARS = 40  # a shorter reply that begins the agent's message ("Yes.") may be a real answer
+
+
+def copies(reply: str, agent_said: str) -> bool:
+    """Whether a user reply is the agent's last message again, whole or cut off by max_tokens.
+
+    The 0.5B policy playing the user did this in 513 of 687 replies on 256 problems
+    (docs/results/ask-user-h100/ask_hinted/); each copy was answered by the agent with the same text.
+    """
+    reply, said = " ".join(reply.split()), " ".join(agent_said.split())
+    return reply == said or (len(reply) >= COPY_MIN_CHARS and said.startswith(reply))
+
+
 def check_sampling(sampling: Any, allowed: frozenset[str], *, owner: str) -> dict[str, Any]:
     """The user's own sampling parameters, with unknown keys rejected."""
     sampling = dict(sampling or {})
@@ -125,6 +139,8 @@ class PolicyBackend:
                 " (it began a new turn at once: the model copies instead of playing the user)" if text.strip() else ""
             )
             raise UserModelError(f"{self.owner}: the policy server returned an empty user reply{detail}")
+        if copies(reply, view[-1]["content"]):
+            raise UserModelError(f"{self.owner}: {COPY_ERROR}")
         return reply
 
 

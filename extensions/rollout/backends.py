@@ -55,6 +55,8 @@ def set_engine(config: DictConfig, name: str) -> None:
         # verl starts rollout servers on dummy weights and the trainer syncs the real ones;
         # with no trainer, the server must load the checkpoint itself.
         config.actor_rollout_ref.rollout.load_format = "auto"
+        if name == "sglang":  # stop strings (code fences, the policy user's turn markers): extensions/engine_rules.py
+            config.actor_rollout_ref.rollout.skip_tokenizer_init = False
         if int(config.actor_rollout_ref.rollout.get("nnodes", 0) or 0) < 1:
             config.actor_rollout_ref.rollout.nnodes = 1  # standalone servers, not colocated
 

@@ -122,8 +122,13 @@ plan() {  # $1 = closure, $2 = roots, $3 = house dir, $4 = lock name, then extra
 has vllm && plan "$OUT/closure.txt" scripts/gpu/requirements-gpu.in "$OUT" requirements-gpu.lock
 if has sglang; then
     SHARED=(); has vllm && SHARED=(--shared-lock "$OUT/requirements-gpu.lock")
+    # kernels: sglang 0.5.12 requires it unpinned, and the resolver takes 0.17.2, whose LayerRepository raises
+    # "Either a revision or a version must be specified." inside `import transformers.activations` (5.9.0 wants
+    # kernels <0.13), so `import sglang` fails. sglang only uses it to DOWNLOAD an FA3 kernel from the hub (it
+    # falls back to sgl-kernel's), which cannot work offline. Dropped: SGLang ran without it on 2026-11-25
+    # (docs/results/sglang-h100/); check_env.py then lists "sglang needs kernels : MISSING", expected.
     plan "$OUT/closure-sglang.txt" scripts/gpu/requirements-sglang.in "$SGL" requirements-sglang.lock \
-        --override scripts/gpu/overrides-sglang.txt "${SHARED[@]}"
+        --override scripts/gpu/overrides-sglang.txt "${SHARED[@]}" --drop "$DROP kernels"
 fi
 if [ "${LONGFLOW_STOP_AFTER:-}" = plan ]; then
     log "stopped after the plan (LONGFLOW_STOP_AFTER=plan)"

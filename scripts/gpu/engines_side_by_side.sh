@@ -93,6 +93,7 @@ train)
     ( source "${ENVF[sglang]}" && PYTHON=python3 bash experiments/gsm8k_learn/prepare_data.sh ) || exit 1
     LONGFLOW_ENV_FILE=${ENVF[sglang]} LONGFLOW_MODEL_PATH=$MODEL bash scripts/gpu/train_bg.sh sglang_train \
         actor_rollout_ref.rollout.name=sglang "trainer.total_training_steps=$STEPS" \
+        actor_rollout_ref.rollout.skip_tokenizer_init=false \
         $(sglang_share) \
         trainer.val_before_train=false trainer.test_freq=-1 "$@"
     echo "then, back to back: OUT=\$OUT bash scripts/gpu/train_bg.sh --wait sglang_train 540"

@@ -74,6 +74,8 @@ def test_set_engine_points_verl_rollout_at_the_engine_with_real_weights(engine: 
     backends.set_engine(config, engine)
     rollout = config.actor_rollout_ref.rollout
     assert (rollout.name, rollout.load_format, rollout.nnodes) == (engine, "auto", 1)
+    # SGLang gets its tokenizer: code fences and the policy user send stop strings (extensions/engine_rules.py)
+    assert rollout.skip_tokenizer_init is (engine != "sglang")
     assert engine in rollout_replica_registry()  # verl builds SGLangReplica / vLLMReplica from it
 
 
