@@ -6,7 +6,8 @@ Reads ``RESULTS/VARIANT/trajectories.jsonl`` (or ``.jsonl.gz`` / ``.jsonl.xz``) 
 ``RESULTS/variants.csv`` (one row per variant: accuracy, answers given, pages read, highest page reached,
 segments, fold requests and what the policy wrote when asked for a summary: inside ``<summary>`` tags, or,
 untagged, a ``read_page`` call) and ``RESULTS/pages.png``
-(how far each variant read, and how its fold requests were answered). Accuracy is the reward's ``acc``;
+(how far each variant read, and how its fold requests were answered). For ``--question lookup`` ledgers,
+how many trajectories read the page holding the asked transaction, and their accuracy. Accuracy is the reward's ``acc``;
 everything else is counted from the recorded turns, earlier segments included.
 """
 
@@ -16,6 +17,7 @@ import csv
 import gzip
 import json
 import lzma
+import re
 import sys
 from collections import Counter
 from pathlib import Path
@@ -26,7 +28,8 @@ from extensions.folding import read_summary
 
 FIELDS = ["variant", "trajectories", "accuracy", "answered", "distinct_pages_mean", "highest_page_mean",
           "read_all_pages", "segments_mean", "summary_turns", "summaries_tagged", "summaries_calling_a_tool",
-          "termination_reasons"]  # fmt: skip
+          "needle_reached", "accuracy_when_reached", "termination_reasons"]  # fmt: skip
+NEEDLE = re.compile(r"has the memo reference ref (\d{6})\.")
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -63,6 +66,15 @@ def pages_read(record: dict[str, Any]) -> list[int]:
     return pages
 
 
+def needle_page(record: dict[str, Any]) -> int | None:
+    """The page of the asked transaction of a lookup ledger (from the question and the pages), else None."""
+    question = next((m["content"] for m in record["raw_prompt"] if m["role"] == "user"), "")
+    if (match := NEEDLE.search(question)) is None:
+        return None
+    pages = record["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
+    return next(k for k, page in enumerate(pages, start=1) if f" ref {match[1]}" in page)
+
+
 def all_turns(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for s in record.get("segments", []) for t in s["turns"]] + record["turns"]
 
@@ -93,6 +105,8 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
             not tagged(t) and '"name"' in t["text"] and "read_page" in t["text"] for t in summaries
         ),
         "reason": record["termination_reason"],
+        "needle_page": needle_page(record),
+        "reached_needle": needle_page(record) in pages,
     }
 
 
@@ -110,7 +124,19 @@ def variant_row(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
         "summary_turns": sum(r["summary_turns"] for r in rows),
         "summaries_tagged": sum(r["summaries_tagged"] for r in rows),
         "summaries_calling_a_tool": sum(r["summaries_calling_a_tool"] for r in rows),
+        **needle_figures(rows),
         "termination_reasons": "; ".join(f"{k} {v}" for k, v in Counter(r["reason"] for r in rows).most_common()),
+    }
+
+
+def needle_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Lookup ledgers: trajectories that read the asked transaction's page, and their accuracy ("" otherwise)."""
+    if any(r["needle_page"] is None for r in rows):
+        return {"needle_reached": "", "accuracy_when_reached": ""}
+    reached = [r for r in rows if r["reached_needle"]]
+    return {
+        "needle_reached": len(reached),
+        "accuracy_when_reached": round(mean(r["acc"] for r in reached), 4) if reached else "",
     }
 
 

@@ -14,7 +14,11 @@ def call(page: object) -> dict:
     return {"name": "read_page", "arguments": json.dumps({"page": page})}
 
 
-def record(index: int, *, acc: float) -> dict:
+BALANCE = "The ledger has 7 pages. Account ACC-101A opened with a balance of 300. ..."
+LOOKUP = "The ledger has 7 pages. Exactly one transaction in it has the memo reference ref 123456. What is ...?"
+
+
+def record(index: int, *, acc: float, question: str = BALANCE, pages: list[str] | None = None) -> dict:
     # as the driver records them: each call on the tool turn that ran it and, copied, on the assistant turn
     first = [
         {"role": "assistant", "text": "call", "tool_calls": [call(1)]},
@@ -37,7 +41,11 @@ def record(index: int, *, acc: float) -> dict:
         "turns": last,
         "termination_reason": "final_answer",
         "reward_extra_info": {"acc": acc},
-        "tools_kwargs": {"read_page": {"create_kwargs": {"pages": ["p"] * 7}}},
+        "tools_kwargs": {"read_page": {"create_kwargs": {"pages": pages or ["p"] * 7}}},
+        "raw_prompt": [
+            {"role": "system", "content": "You are a careful bookkeeper."},
+            {"role": "user", "content": question},
+        ],
     }
 
 
@@ -56,6 +64,8 @@ def test_figures_count_pages_segments_and_what_each_summary_turn_held() -> None:
         "summaries_tagged": 1,
         "summaries_calling_a_tool": 1,
         "reason": "final_answer",
+        "needle_page": None,
+        "reached_needle": False,
     }
 
 
@@ -84,9 +94,27 @@ def test_main_writes_one_csv_row_per_variant(tmp_path: Path, monkeypatch) -> Non
         "summary_turns": 4,
         "summaries_tagged": 2,
         "summaries_calling_a_tool": 2,
+        "needle_reached": "",
+        "accuracy_when_reached": "",
         "termination_reasons": "final_answer 2",
     }
     monkeypatch.setitem(report.main.__globals__, "plot", lambda *a: tmp_path / "pages.png")  # PNG: matplotlib
     assert report.main([str(tmp_path), "fold"]) == 0
     with open(tmp_path / "variants.csv") as f:
         assert [r["accuracy"] for r in csv.DictReader(f)] == ["0.5"]
+
+
+def test_lookup_ledgers_count_who_read_the_asked_transactions_page() -> None:
+    report = load_script("ledger_report")
+    needle = "T00009 | day 3 | ACC-101A | deposit | 42 | rent 1234 Contoso ref 123456"
+
+    def on_page(k: int) -> list[str]:
+        return ["p"] * (k - 1) + [needle] + ["p"] * (7 - k)
+
+    read = report.figures(record(0, acc=1.0, question=LOOKUP, pages=on_page(7)))  # pages 1, 2 and 7 are read
+    missed = report.figures(record(1, acc=0.0, question=LOOKUP, pages=on_page(5)))
+    assert (read["needle_page"], read["reached_needle"], missed["needle_page"], missed["reached_needle"]) == (
+        7, True, 5, False
+    )  # fmt: skip
+    row = report.variant_row("react", [read, missed])
+    assert (row["needle_reached"], row["accuracy_when_reached"]) == (1, 1.0)

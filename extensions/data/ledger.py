@@ -12,6 +12,12 @@ per page of 16 transactions with the Qwen2.5 tokenizer), so the whole history is
 windows: the default 20 pages are over 14K tokens, more than three 4K windows, and the target
 account has about 53 transactions (``tests/data/test_ledger.py`` measures both).
 
+``--question lookup`` asks instead for the amount of the one transaction whose memo carries a given
+reference number, drawn uniformly over the ledger (``extra_info.needle_page`` says on which page). Once
+found, the answer is copied, not computed, so a small untrained model can earn a reward when the needle
+is on a page it reaches; what it cannot do untrained is keep reading past its window. The balance
+question gives a 0.5B model no reward at all (docs/results/ledger-folding-cpu, runs 4 and 5).
+
 Deterministic: sample i of split s with seed k is drawn from ``random.Random(f"ledger/{s}/{k}/{i}")``,
 so the train and test splits never share a ledger and a rerun writes the same rows.
 Columns as ``extensions.data.gsm8k`` writes them; ``data_source`` is ``longflow/ledger`` (scored by
@@ -40,6 +46,7 @@ logger = logging.getLogger(__name__)
 LEDGER = LONGFLOW_LEDGER
 TOOL = "read_page"
 FOLD_TOOL = "fold"  # extensions/tools/fold.py (not imported: data prep loads no verl)
+QUESTIONS = ("balance", "lookup")
 KINDS = ("deposit", "withdrawal")
 PAYEES = ("Northwind", "Contoso", "Fabrikam", "Tailspin", "Litware", "Adatum", "Proseware", "Wingtip")
 PURPOSES = ("invoice", "refund", "payroll", "rent", "supplies", "licence", "freight", "consulting", "repairs")
@@ -54,8 +61,13 @@ class LedgerSpec:
     accounts: int = 6
     target_transactions: int | None = None  # None: the target account is drawn like any other
     min_pages: int | None = None  # set: each ledger's page count is drawn from [min_pages, pages]
+    question: str = "balance"  # or "lookup": the amount of the transaction with a given memo reference
 
     def check(self) -> None:
+        if self.question not in QUESTIONS:
+            raise ConfigError(f"--question must be one of {', '.join(QUESTIONS)}, got {self.question!r}")
+        if self.question == "lookup" and self.target_transactions is not None:
+            raise ConfigError("--target-transactions shapes the balance question; --question lookup takes none")
         for name in ("pages", "per_page", "accounts"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {getattr(self, name)}")
@@ -77,6 +89,11 @@ class Ledger:
     opening: int
     balance: int
     transactions: int
+    needle: tuple[str, int, int] | None = None  # lookup: (memo reference, amount, page)
+
+    @property
+    def answer(self) -> int:
+        return self.balance if self.needle is None else self.needle[1]
 
 
 def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
@@ -94,7 +111,7 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
     if spec.target_transactions is not None:
         targets = set(rng.sample(range(1, n_pages * spec.per_page + 1), spec.target_transactions))
         others = [a for a in accounts if a != account]
-    balance, count, pages, number = opening, 0, [], 0
+    balance, count, pages, number, refs = opening, 0, [], 0, []
     for page in range(1, n_pages + 1):
         lines = [f"Ledger page {page} of {n_pages}", "ID | Day | Account | Type | Amount | Memo"]
         for _ in range(spec.per_page):
@@ -102,13 +119,20 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
             pool = accounts if targets is None else [account] if number in targets else others
             holder = rng.choice(pool)
             kind, amount = rng.choice(KINDS), rng.randint(1, 400)
-            memo = f"{rng.choice(PURPOSES)} {rng.randint(1000, 9999)} {rng.choice(PAYEES)} ref {rng.randint(10**5, 10**6 - 1)}"
+            purpose, number_in_memo, payee = rng.choice(PURPOSES), rng.randint(1000, 9999), rng.choice(PAYEES)
+            ref = rng.randint(10**5, 10**6 - 1)  # drawn in the order of earlier versions: the same ledgers
+            memo = f"{purpose} {number_in_memo} {payee} ref {ref}"
+            refs.append((str(ref), amount, page))
             lines.append(f"T{number:05d} | day {rng.randint(1, 365)} | {holder} | {kind} | {amount} | {memo}")
             if holder == account:
                 balance += amount if kind == "deposit" else -amount
                 count += 1
         pages.append("\n".join(lines))
-    return Ledger(pages, account, opening, balance, count)
+    needle = None
+    if spec.question == "lookup":  # drawn last: the ledgers themselves are those of the balance question
+        seen = [r for r, _, _ in refs]
+        needle = rng.choice([line for line in refs if seen.count(line[0]) == 1])
+    return Ledger(pages, account, opening, balance, count, needle)
 
 
 SYSTEM = (
@@ -118,16 +142,33 @@ SYSTEM = (
     + ANSWER_FORMAT
 )
 
+SYSTEM_LOOKUP = (
+    "You are a careful bookkeeper. The ledger is too long to read at once: call read_page with a page "
+    "number to read one page at a time, in order, until you find the transaction you are asked about. To read "
+    'page 1, reply with exactly <tool_call>{"name": "read_page", "arguments": {"page": 1}}</tool_call> and nothing '
+    "else. " + ANSWER_FORMAT
+)
+
+
+def question_text(ledger: Ledger) -> tuple[str, str]:
+    """The system prompt and the question of a ledger's sample."""
+    if ledger.needle is not None:
+        return SYSTEM_LOOKUP, (
+            f"The ledger has {len(ledger.pages)} pages. Exactly one transaction in it has the memo reference "
+            f"ref {ledger.needle[0]}. What is the amount of that transaction?"
+        )
+    return SYSTEM, (
+        f"The ledger has {len(ledger.pages)} pages. Account {ledger.account} opened with a balance of {ledger.opening}. "
+        f"Deposits add to an account's balance and withdrawals subtract from it. What is the balance of account "
+        f"{ledger.account} after every transaction in the ledger?"
+    )
+
 
 def build_row(
     ledger: Ledger, spec: LedgerSpec, *, index: int, split: str, agent_name: str, fold_tool: bool = False
 ) -> dict[str, Any]:
     """One verl sample; ``fold_tool`` also offers ``fold`` (``extensions/tools/fold.py``)."""
-    question = (
-        f"The ledger has {len(ledger.pages)} pages. Account {ledger.account} opened with a balance of {ledger.opening}. "
-        f"Deposits add to an account's balance and withdrawals subtract from it. What is the balance of account "
-        f"{ledger.account} after every transaction in the ledger?"
-    )
+    system, question = question_text(ledger)
     extra_info = {
         "split": split,
         "index": index,
@@ -135,13 +176,16 @@ def build_row(
         "transactions": ledger.transactions,
         "tools_kwargs": {TOOL: {"create_kwargs": {"pages": ledger.pages}}},
         "tool_selection": [TOOL, FOLD_TOOL] if fold_tool else [TOOL],
+        "question_form": spec.question,
     }
+    if ledger.needle is not None:
+        extra_info["needle_page"] = ledger.needle[2]
     return {
         "data_source": LEDGER,
         "agent_name": agent_name,
-        "prompt": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+        "prompt": [{"role": "system", "content": system}, {"role": "user", "content": question}],
         "ability": "bookkeeping",
-        "reward_model": {"style": "rule", "ground_truth": str(ledger.balance)},
+        "reward_model": {"style": "rule", "ground_truth": str(ledger.answer)},
         "extra_info": extra_info,
     }
 
@@ -201,12 +245,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         default=None,
         help="exactly this many transactions of the asked account, anywhere in the ledger (default: drawn)",
     )
+    parser.add_argument(
+        "--question",
+        choices=QUESTIONS,
+        default="balance",
+        help="balance: the asked account's closing balance; lookup: the amount of the transaction with a given "
+        "memo reference, on a page drawn uniformly",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agent-name", default="folding_workflow", help="agent loop name for the agent_name column")
     parser.add_argument("--fold-tool", action="store_true", help="also offer the fold tool (folding_workflow only)")
     args = parser.parse_args(argv)
     try:
-        spec = LedgerSpec(args.pages, args.per_page, args.accounts, args.target_transactions, args.min_pages)
+        spec = LedgerSpec(
+            args.pages, args.per_page, args.accounts, args.target_transactions, args.min_pages, args.question
+        )
         prepare(
             args.output_dir,
             split=args.split,

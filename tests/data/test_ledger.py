@@ -99,6 +99,41 @@ def test_splits_are_deterministic_and_disjoint(tmp_path):
     assert pq.read_table(folding).to_pylist()[0]["extra_info"]["tool_selection"] == ["read_page", "fold"]
 
 
+LOOKUP_LINE = re.compile(r"^T\d{5} \| day \d+ \| ACC-\d{3}[A-Z] \| (?:deposit|withdrawal) \| (\d+) \| .+ ref (\d{6})$")
+
+
+def test_the_lookup_question_asks_for_one_transaction_found_by_its_memo_reference(tmp_path):
+    spec = LedgerSpec(pages=6, per_page=5, accounts=3, question="lookup")
+    path = prepare(tmp_path, split="test", count=40, spec=spec, agent_name="react")
+    needle_pages = []
+    for row in pq.read_table(path).to_pylist():
+        ref = re.fullmatch(
+            r"The ledger has 6 pages\. Exactly one transaction in it has the memo reference ref (\d{6})\. "
+            r"What is the amount of that transaction\?",
+            row["prompt"][1]["content"],
+        )[1]
+        pages = row["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
+        hits = [
+            (number, m[1])
+            for number, page in enumerate(pages, start=1)
+            for m in map(LOOKUP_LINE.match, page.splitlines()[2:])
+            if m[2] == ref
+        ]
+        assert len(hits) == 1  # exactly one line carries the reference: the answer is what that line says
+        assert row["reward_model"]["ground_truth"] == hits[0][1]
+        assert row["extra_info"]["needle_page"] == hits[0][0] and row["extra_info"]["question_form"] == "lookup"
+        assert "until you find the transaction you are asked about" in row["prompt"][0]["content"]
+        needle_pages.append(hits[0][0])
+    assert set(needle_pages) == {1, 2, 3, 4, 5, 6}  # drawn over the whole ledger, not only its start
+
+
+def test_the_lookup_question_reads_the_same_ledgers_as_the_balance_question():
+    balance = make_ledger(random.Random("ledger/test/0/0"), LedgerSpec())
+    lookup = make_ledger(random.Random("ledger/test/0/0"), LedgerSpec(question="lookup"))
+    assert lookup.pages == balance.pages and balance.needle is None and balance.answer == balance.balance
+    assert lookup.answer == lookup.needle[1] and f"ref {lookup.needle[0]}" in lookup.pages[lookup.needle[2] - 1]
+
+
 def test_bad_options_exit_2_naming_the_option(tmp_path, caplog):
     assert main(["--output-dir", str(tmp_path), "--pages", "0"]) == 2
     assert "--pages must be at least 1, got 0" in caplog.text
@@ -111,6 +146,8 @@ def test_bad_options_exit_2_naming_the_option(tmp_path, caplog):
     args = ["--pages", "5", "--min-pages", "1", "--per-page", "2", "--target-transactions", "3"]
     assert main(["--output-dir", str(tmp_path), *args]) == 2
     assert "--target-transactions must be between 1 and min-pages x per-page = 2, got 3" in caplog.text
+    assert main(["--output-dir", str(tmp_path), "--question", "lookup", "--target-transactions", "3"]) == 2
+    assert "--target-transactions shapes the balance question; --question lookup takes none" in caplog.text
 
 
 async def test_read_page_returns_pages_and_says_the_valid_range():
