@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
 # The paged-ledger comparison (config.yaml says what each variant is):
-#   VARIANT=fold|truncated|wide bash experiments/ledger_folding/run.sh [hydra overrides]
+#   [LEDGER_QUESTION=balance|lookup] VARIANT=fold|truncated|wide bash experiments/ledger_folding/run.sh [hydra overrides]
 #   TRAIN_COUNT (2000) / TEST_COUNT (256): ledgers written for each split, shaped by task.sh (the same seeds: a smaller test
 #   set is the first ledgers of the larger one)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VARIANT=${VARIANT:-fold}
 PY=${PYTHON:-python}
+source experiments/ledger_folding/task.sh   # LEDGER_ARGS and FOLD_LOOP: the ledgers' shape, LEDGER_QUESTION's loop
 case $VARIANT in
-  fold) agent=folding_workflow; extra=() ;;
+  fold) agent=$FOLD_LOOP; extra=() ;;
   truncated) agent=react; extra=() ;;
   wide) agent=react; extra=(data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
   *) echo "VARIANT=$VARIANT: expected fold, truncated or wide" >&2; exit 2 ;;
 esac
-source experiments/ledger_folding/task.sh   # LEDGER_ARGS: the ledgers' shape
 data=outputs/data/ledger/$VARIANT   # the same ledgers in each (same seeds); the agent_name column picks the loop
 # shellcheck disable=SC2086  # LEDGER_ARGS is a list of options
 {

@@ -29,7 +29,7 @@ run)
   variants=${LEDGER_VARIANTS:-truncated wide fold}
   [ "$variants" = none ] && variants=""   # the ask-user part alone: no ledgers written
   if [ -n "$variants" ]; then
-    source experiments/ledger_folding/task.sh   # LEDGER_ARGS: the same ledgers as the trainer's held-out set
+    source experiments/ledger_folding/task.sh   # LEDGER_ARGS, FOLD_LOOP: the trainer's held-out ledgers and loop
     # shellcheck disable=SC2086
     python3 -m extensions.data.ledger --output-dir "$data" --split test --count "${LEDGERS:-64}" --agent-name react $LEDGER_ARGS
   fi
@@ -37,7 +37,7 @@ run)
     case $variant in
       truncated) args=(--force-agent-name react) ;;
       wide) args=(--force-agent-name react data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
-      fold) args=(--force-agent-name folding_workflow) ;;
+      fold) args=(--force-agent-name "$FOLD_LOOP") ;;
       *) echo "LEDGER_VARIANTS: unknown variant $variant (truncated, wide, fold)"; continue ;;
     esac
     echo "== ledger $variant $(date +%T)"

@@ -11,6 +11,7 @@ import pytest
 
 from extensions.data.ledger import LEDGER, LedgerSpec, main, make_ledger, prepare
 from extensions.tools.ledger import ReadPageTool
+from tests.conftest import ROOT
 
 LINE = re.compile(r"^T\d{5} \| day \d+ \| (ACC-\d{3}[A-Z]) \| (deposit|withdrawal) \| (\d+) \| .+$")
 
@@ -177,3 +178,27 @@ def tokenizer():
     from extensions.qwen_tokenizer import cached_qwen_model_dir
 
     return AutoTokenizer.from_pretrained(cached_qwen_model_dir())
+
+
+@pytest.mark.parametrize(
+    ("question", "loop", "form"), [("", "folding_workflow", "balance"), ("lookup", "folding_lookup", "lookup")]
+)
+def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path, question, loop, form):
+    """experiments/ledger_folding/task.sh: LEDGER_QUESTION picks the ledgers' shape and the folding loop."""
+    import subprocess
+    import sys
+
+    from extensions.config_check import agent_loop_names
+    from tests.test_experiment_configs_validate import composed
+
+    script = (
+        "source experiments/ledger_folding/task.sh && "
+        f'"{sys.executable}" -m extensions.data.ledger --output-dir "{tmp_path}" --split test --count 2 '
+        '--agent-name "$FOLD_LOOP" $LEDGER_ARGS'
+    )
+    env = {"PATH": "/usr/bin:/bin", "LEDGER_QUESTION": question}
+    subprocess.run(["bash", "-c", script], check=True, cwd=ROOT, env=env, capture_output=True)
+    rows = pq.read_table(tmp_path / "test.parquet").to_pylist()
+    assert {r["agent_name"] for r in rows} == {loop} and {r["extra_info"]["question_form"] for r in rows} == {form}
+    assert len(rows[0]["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]) == 20
+    assert loop in agent_loop_names(composed("ledger_folding"))
