@@ -132,6 +132,7 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
     if spec.question == "lookup":  # drawn last: the ledgers themselves are those of the balance question
         seen = [r for r, _, _ in refs]
         needle = rng.choice([line for line in refs if seen.count(line[0]) == 1])
+        pages = [page + "\n" + page_footer(k, n_pages) for k, page in enumerate(pages, start=1)]
     return Ledger(pages, account, opening, balance, count, needle)
 
 
@@ -141,6 +142,15 @@ SYSTEM = (
     'reply with exactly <tool_call>{"name": "read_page", "arguments": {"page": 1}}</tool_call> and nothing else. '
     + ANSWER_FORMAT
 )
+
+
+def page_footer(page: int, pages: int) -> str:
+    """The last line of a lookup ledger's page: where the reader is and which call reads on. The untrained 0.5B
+    model read page 1 over and over without it (docs/results/ledger-folding-cpu, run 6)."""
+    if page == pages:
+        return f"End of page {page} of {pages}: this is the last page."
+    return f"End of page {page} of {pages}. To read on, call read_page with page {page + 1}."
+
 
 SYSTEM_LOOKUP = (
     "You are a careful bookkeeper. The ledger is too long to read at once: call read_page with a page "
@@ -155,7 +165,7 @@ def question_text(ledger: Ledger) -> tuple[str, str]:
     if ledger.needle is not None:
         return SYSTEM_LOOKUP, (
             f"The ledger has {len(ledger.pages)} pages. Exactly one transaction in it has the memo reference "
-            f"ref {ledger.needle[0]}. What is the amount of that transaction?"
+            f"ref {ledger.needle[0]}. What is the amount of that transaction (its Amount column)?"
         )
     return SYSTEM, (
         f"The ledger has {len(ledger.pages)} pages. Account {ledger.account} opened with a balance of {ledger.opening}. "

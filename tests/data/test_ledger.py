@@ -110,20 +110,24 @@ def test_the_lookup_question_asks_for_one_transaction_found_by_its_memo_referenc
     for row in pq.read_table(path).to_pylist():
         ref = re.fullmatch(
             r"The ledger has 6 pages\. Exactly one transaction in it has the memo reference ref (\d{6})\. "
-            r"What is the amount of that transaction\?",
+            r"What is the amount of that transaction \(its Amount column\)\?",
             row["prompt"][1]["content"],
         )[1]
         pages = row["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
         hits = [
             (number, m[1])
             for number, page in enumerate(pages, start=1)
-            for m in map(LOOKUP_LINE.match, page.splitlines()[2:])
+            for m in map(LOOKUP_LINE.match, page.splitlines()[2:-1])
             if m[2] == ref
         ]
         assert len(hits) == 1  # exactly one line carries the reference: the answer is what that line says
         assert row["reward_model"]["ground_truth"] == hits[0][1]
         assert row["extra_info"]["needle_page"] == hits[0][0] and row["extra_info"]["question_form"] == "lookup"
         assert "until you find the transaction you are asked about" in row["prompt"][0]["content"]
+        assert [page.splitlines()[-1] for page in pages] == [
+            *(f"End of page {k} of 6. To read on, call read_page with page {k + 1}." for k in range(1, 6)),
+            "End of page 6 of 6: this is the last page.",
+        ]
         needle_pages.append(hits[0][0])
     assert set(needle_pages) == {1, 2, 3, 4, 5, 6}  # drawn over the whole ledger, not only its start
 
@@ -131,7 +135,8 @@ def test_the_lookup_question_asks_for_one_transaction_found_by_its_memo_referenc
 def test_the_lookup_question_reads_the_same_ledgers_as_the_balance_question():
     balance = make_ledger(random.Random("ledger/test/0/0"), LedgerSpec())
     lookup = make_ledger(random.Random("ledger/test/0/0"), LedgerSpec(question="lookup"))
-    assert lookup.pages == balance.pages and balance.needle is None and balance.answer == balance.balance
+    assert [page.rsplit("\n", 1)[0] for page in lookup.pages] == balance.pages  # the same lines, and a footer
+    assert balance.needle is None and balance.answer == balance.balance
     assert lookup.answer == lookup.needle[1] and f"ref {lookup.needle[0]}" in lookup.pages[lookup.needle[2] - 1]
 
 
@@ -188,7 +193,7 @@ def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path
     import subprocess
     import sys
 
-    from extensions.config_check import agent_loop_names
+    from extensions.config_check import agent_loop_names, check_composed
     from tests.test_experiment_configs_validate import composed
 
     script = (
@@ -201,4 +206,5 @@ def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path
     rows = pq.read_table(tmp_path / "test.parquet").to_pylist()
     assert {r["agent_name"] for r in rows} == {loop} and {r["extra_info"]["question_form"] for r in rows} == {form}
     assert len(rows[0]["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]) == 20
-    assert loop in agent_loop_names(composed("ledger_folding"))
+    cfg = composed("ledger_folding", f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}")
+    assert loop in agent_loop_names(cfg) and check_composed(cfg, "ledger_folding") == []
