@@ -174,7 +174,7 @@ def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> lis
     except ConfigError as exc:
         problems.append(f"{where}: {exc}")
     problems += check_rollout_size(cfg, where) if training else []
-    problems += composed_stop_string_problems(cfg, agent_loop_entries(cfg), where)
+    problems += composed_stop_string_problems(cfg, agent_loop_entries(cfg), where, resolve)
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
 
 

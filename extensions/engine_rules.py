@@ -12,7 +12,11 @@ vLLM is not affected: it detokenizes as it generates.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import yaml
 
 from extensions.errors import ConfigError
 
@@ -51,13 +55,34 @@ def check_loop_stop_strings(rollout: Any, loop: str, fence: Any, interactions: d
             check_stop_strings(rollout, f"agent loop {loop!r}, interaction {name!r}", POLICY_USER_WHY)
 
 
-def composed_stop_string_problems(cfg: Any, entries: dict[str, dict[str, Any]], where: str) -> list[str]:
-    """Every code-fence agent loop of a composed config whose engine cannot apply stop strings."""
+def composed_stop_string_problems(
+    cfg: Any, entries: dict[str, dict[str, Any]], where: str, resolve: Callable[[str], Path | None]
+) -> list[str]:
+    """Every code-fence agent loop and policy-played user of a composed config whose engine cannot apply stop
+    strings; ``resolve`` finds an entry's interaction file (an unreadable one is reported elsewhere)."""
     rollout = cfg.actor_rollout_ref.rollout
     default_parser = rollout.multi_turn.get("format")
     problems = []
     for name, entry in entries.items():
+        owner = f"{where}: agent loop {name!r}"
         if (entry.get("tool_parser") or default_parser) == "code_fence":
-            problem = stop_strings_problem(rollout, f"{where}: agent loop {name!r}", FENCE_WHY)
-            problems += [problem] if problem else []
-    return problems
+            problems.append(stop_strings_problem(rollout, owner, FENCE_WHY))
+        for user in policy_users(
+            resolve(str(entry["interaction_config_path"])) if entry.get("interaction_config_path") else None
+        ):
+            problems.append(stop_strings_problem(rollout, f"{owner}, interaction {user!r}", POLICY_USER_WHY))
+    return [p for p in problems if p]
+
+
+def policy_users(file: Path | None) -> list[str]:
+    """The names of the interactions of an interaction file that the policy plays (``backend: policy``)."""
+    try:
+        data = yaml.safe_load(file.read_text()) if file else None
+    except (OSError, yaml.YAMLError):
+        return []
+    items = data.get("interaction") if isinstance(data, dict) else None
+    return [
+        str(item.get("name"))
+        for item in items or []
+        if isinstance(item, dict) and isinstance(item.get("config"), dict) and item["config"].get("backend") == "policy"
+    ]

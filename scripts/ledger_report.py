@@ -68,11 +68,11 @@ def pages_read(record: dict[str, Any]) -> list[int]:
 
 def needle_page(record: dict[str, Any]) -> int | None:
     """The page of the asked transaction of a lookup ledger (from the question and the pages), else None."""
-    question = next((m["content"] for m in record["raw_prompt"] if m["role"] == "user"), "")
+    question = next((m["content"] for m in record.get("raw_prompt") or [] if m["role"] == "user"), "")
     if (match := NEEDLE.search(question)) is None:
         return None
     pages = record["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
-    return next(k for k, page in enumerate(pages, start=1) if f" ref {match[1]}" in page)
+    return next((k for k, page in enumerate(pages, start=1) if f" ref {match[1]}" in page), None)
 
 
 def all_turns(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -105,8 +105,8 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
             not tagged(t) and '"name"' in t["text"] and "read_page" in t["text"] for t in summaries
         ),
         "reason": record["termination_reason"],
-        "needle_page": needle_page(record),
-        "reached_needle": needle_page(record) in pages,
+        "needle_page": (needle := needle_page(record)),
+        "reached_needle": needle in pages,
     }
 
 

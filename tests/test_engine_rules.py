@@ -87,3 +87,18 @@ async def test_a_loop_without_stop_strings_starts_on_sglang(sglang_worker) -> No
     loop = register_loop("er_plain", interaction_config_path=None)
     out = await run_batch(sglang_worker, {"P": ["The answer is 4."]}, [sample("P", loop)])
     assert out.non_tensor_batch["extras"][0]["termination_reason"] != "error"
+
+
+def test_a_policy_played_user_on_sglang_with_verl_default_is_a_config_problem() -> None:
+    cfg = composed("gsm8k_ask_user", "actor_rollout_ref.rollout.name=sglang")
+    assert check_composed(cfg, "gsm8k_ask_user") == [
+        "gsm8k_ask_user: agent loop 'long_workflow', interaction 'llm_user': the policy-played user (backend: policy) "
+        "stops at a turn marker written as text, so its replies send stop strings, which SGLang cannot apply with "
+        "actor_rollout_ref.rollout.skip_tokenizer_init=true (its scheduler has no tokenizer and dies on the first "
+        "one: AttributeError: 'NoneType' object has no attribute 'decode'); set "
+        "actor_rollout_ref.rollout.skip_tokenizer_init=false"
+    ]
+    assert (
+        check_composed(composed("gsm8k_ask_user", *SGLANG, "actor_rollout_ref.rollout.skip_tokenizer_init=false"), "x")
+        == []
+    )

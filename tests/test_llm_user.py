@@ -159,8 +159,8 @@ async def test_a_user_reply_ends_where_the_model_writes_a_turn_marker(worker, tm
 
 
 async def test_a_user_reply_that_copies_the_agent_is_an_error(worker, tmp_path):
-    """On vLLM the 0.5B user copied the agent's message (whole, or cut off by max_tokens) in 513 of 687
-    replies; the agent answered each copy with the same text until max_user_turns. A copy is an error now."""
+    """On vLLM the 0.5B user copied the agent's message (whole, or cut off by max_tokens) in 502 of 687
+    replies; the agent answered nearly every copy with the same text, up to max_user_turns. A copy is an error now."""
     path = write_config(tmp_path, stop_on_final_answer=True)
     loop = register_loop("lw_llm_user_copy", interaction_config_path=path)
     asked = "Which apple do you mean, the red one or the green one from the market?"
@@ -176,6 +176,16 @@ async def test_a_user_reply_that_copies_the_agent_is_an_error(worker, tmp_path):
     )
     assert good.reason == "interaction_done"
     assert [t["text"] for t in good.extras["turns"] if t["role"] == "user"] == ["Yes.", "Thank you."]
+
+
+def test_copies_are_long_replies_that_restart_one_of_the_agents_messages():
+    from extensions.interactions.user_backends import copies
+
+    said = "Let me check the price first.\n\nWhich apple do you mean, the red one or the green one from the market?"
+    assert copies("Which apple do you mean, the red one or the green one", said)  # the last message, cut off
+    assert copies(said.replace("\n\n", " "), said)  # all of it
+    assert not copies("Thank you!", "Thank you!")  # too short to tell from a real answer
+    assert not copies("The red one, it costs 3 dollars at the market near my house.", said)
 
 
 def test_user_view_swaps_roles_and_hides_tools_and_thinking():

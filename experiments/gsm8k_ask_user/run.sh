@@ -5,6 +5,8 @@
 #   bash experiments/gsm8k_ask_user/run.sh                                   # GPU: vLLM, 256 problems
 #   BACKEND=hf LIMIT=8 RESPONSE_LENGTH=1024 bash experiments/gsm8k_ask_user/run.sh  # CPU, embedded model
 # Extra arguments are Hydra overrides for every run (e.g. actor_rollout_ref.model.path=/models/qwen).
+# Error trajectories (a user reply that copies the agent, ...) are recorded and counted, and the next variant
+# still runs: MAX_ERROR_RATE (1) is the driver's --max-error-rate.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 PY=${PYTHON:-python}
@@ -20,7 +22,7 @@ $PY -m extensions.data.gsm8k_ask_user --input "${INPUT:-openai/gsm8k}" --split t
   --output-dir "$DATA" --limit "$LIMIT"
 for variant in $VARIANTS; do
   $PY -m extensions.rollout experiments/gsm8k_ask_user --backend "$BACKEND" --data "$DATA/$variant.parquet" \
-    --limit "$LIMIT" --batch-size "${BATCH_SIZE:-$LIMIT}" --out "$OUT/$variant" \
+    --limit "$LIMIT" --batch-size "${BATCH_SIZE:-$LIMIT}" --out "$OUT/$variant" --max-error-rate "${MAX_ERROR_RATE:-1}" \
     actor_rollout_ref.rollout.response_length="$RL" data.max_response_length="$RL" \
     actor_rollout_ref.rollout.temperature=0 "$@"
 done

@@ -14,7 +14,8 @@ case $VARIANT in
   wide) agent=react; extra=(data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
   *) echo "VARIANT=$VARIANT: expected fold, truncated or wide" >&2; exit 2 ;;
 esac
-data=outputs/data/ledger/$VARIANT   # the same ledgers in each (same seeds); the agent_name column picks the loop
+question=${LEDGER_QUESTION:-balance}
+data=outputs/data/ledger/$question/$VARIANT   # the same ledgers in each (same seeds); the agent_name column picks the loop
 # shellcheck disable=SC2086  # LEDGER_ARGS is a list of options
 {
   "$PY" -m extensions.data.ledger --output-dir $data --split train --count "${TRAIN_COUNT:-2000}" --agent-name $agent $LEDGER_ARGS
@@ -24,5 +25,5 @@ data=outputs/data/ledger/$VARIANT   # the same ledgers in each (same seeds); the
   "data.train_files=$PWD/$data/train.parquet" "data.val_files=$PWD/$data/test.parquet" \
   "actor_rollout_ref.rollout.multi_turn.tool_config_path=$PWD/tool_configs/ledger.yaml" \
   "actor_rollout_ref.rollout.agent.agent_loop_config_path=$PWD/experiments/ledger_folding/agent_loops.yaml" \
-  "actor_rollout_ref.rollout.agent.default_agent_loop=$agent" "trainer.experiment_name=ledger_folding_$VARIANT" \
+  "actor_rollout_ref.rollout.agent.default_agent_loop=$agent" "trainer.experiment_name=ledger_folding_${question}_$VARIANT" \
   "${extra[@]}" "$@"

@@ -31,6 +31,7 @@ import argparse
 import logging
 import random
 import sys
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,8 +131,11 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
         pages.append("\n".join(lines))
     needle = None
     if spec.question == "lookup":  # drawn last: the ledgers themselves are those of the balance question
-        seen = [r for r, _, _ in refs]
-        needle = rng.choice([line for line in refs if seen.count(line[0]) == 1])
+        seen = Counter(r for r, _, _ in refs)
+        unique = [line for line in refs if seen[line[0]] == 1]
+        if not unique:
+            raise LongflowError(f"no transaction of this {n_pages}-page ledger has a memo reference of its own")
+        needle = rng.choice(unique)
         pages = [page + "\n" + page_footer(k, n_pages) for k, page in enumerate(pages, start=1)]
     return Ledger(pages, account, opening, balance, count, needle)
 

@@ -86,17 +86,22 @@ def user_view(messages: list[dict[str, Any]], system: str) -> list[dict[str, str
 
 
 COPY_ERROR = "the user model copied the agent's last message instead of answering it as the user"
-COPY_MIN_CHARS = 40  # a shorter reply that begins the agent's message ("Yes.") may be a real answer
+COPY_MIN_CHARS = 40  # shorter replies ("Thank you!", "Yes.") may be real answers even where the agent said the same
 
 
 def copies(reply: str, agent_said: str) -> bool:
-    """Whether a user reply is the agent's last message again, whole or cut off by max_tokens.
+    """Whether a user reply is the agent's last message(s) again, whole or cut off by max_tokens.
 
-    The 0.5B policy playing the user did this in 513 of 687 replies on 256 problems
-    (docs/results/ask-user-h100/ask_hinted/); each copy was answered by the agent with the same text.
+    ``agent_said`` is what the user sees of the agent's turn: consecutive messages joined by blank lines, so a
+    copy of any one of them from its start counts. The 0.5B policy playing the user did this in 502 of 687
+    replies on 256 problems (docs/results/ask-user-h100/ask_hinted/), and the agent answered nearly every
+    copy with the same text again.
     """
-    reply, said = " ".join(reply.split()), " ".join(agent_said.split())
-    return reply == said or (len(reply) >= COPY_MIN_CHARS and said.startswith(reply))
+    reply = " ".join(reply.split())
+    if len(reply) < COPY_MIN_CHARS:
+        return False
+    parts = agent_said.split("\n\n")
+    return any(" ".join("\n\n".join(parts[k:]).split()).startswith(reply) for k in range(len(parts)))
 
 
 def check_sampling(sampling: Any, allowed: frozenset[str], *, owner: str) -> dict[str, Any]:

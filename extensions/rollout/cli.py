@@ -29,7 +29,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, open_dict
 
 from extensions.errors import ConfigError, LongflowError
-from extensions.rollout.backends import BACKENDS, make_backend
+from extensions.rollout.backends import BACKENDS, make_backend, set_engine
 from extensions.rollout.convert import failed_records, to_record
 from extensions.rollout.data import batches, file_list, fill_defaults, load_dataset
 from extensions.rollout.preflight import validate_experiment
@@ -191,6 +191,9 @@ def _main(args: argparse.Namespace) -> int:
     config, config_file = compose_experiment(args.experiment, args.overrides)
     out_dir = Path(args.out or f"outputs/rollout/{config_file.parent.name}")
     files = None if args.replay else [args.data] if args.data else file_list(config.data.train_files)
+    backend_name = args.backend or default_backend()
+    if backend_name in ("vllm", "sglang") and not args.replay:
+        set_engine(config, backend_name)  # the checks below see the engine's settings (extensions/engine_rules.py)
     problems = validate_experiment(
         config,
         str(config_file),
@@ -210,7 +213,6 @@ def _main(args: argparse.Namespace) -> int:
         resolve_replay_model(config, args.overrides, args.replay)
         mismatched = replay_file(args.replay, config, out_dir, quiet=lambda: console(args.verbose))
         return EXIT_REPLAY_MISMATCH if mismatched else EXIT_OK
-    backend_name = args.backend or default_backend()
     prepare_model(config, backend_name, args.overrides)
     with console(args.verbose):
         built = time.perf_counter()

@@ -13,8 +13,8 @@
 #       then: bash scripts/gpu/train_bg.sh --wait sglang_train 540   (back to back until it ends)
 #
 #   OUT=$OUT bash scripts/gpu/engines_side_by_side.sh bg [N=256] [STEPS=5]
-#       both of the above one after the other in the background (setsid; log /tmp/engines/console.log), so they
-#       outlive the device call and share the GPU with whatever else runs; `status` then prints progress and
+#       both of the above at once in the background, the trainer first and the rollouts beside it (setsid; log
+#       /tmp/engines/console.log), so they outlive the device call and share the GPU with whatever else runs; `status` then prints progress and
 #       copies $OUT/engines.tgz (side_by_side.*, each engine's summary/log/trajectories, the trainer's files).
 #
 # Greedy (temperature 0). GPU memory is shared with other runs, so each engine gets the same fixed KV cache
@@ -41,10 +41,19 @@ need_gsm8k() {
 }
 
 kv_tokens() {  # KV_BYTES over the model's K+V bytes per token (bf16): SGLang's max_total_tokens
-    python3 -c 'import json, sys; c = json.load(open(sys.argv[1] + "/config.json")); heads = c.get("num_key_value_heads", c["num_attention_heads"]); per = 2 * c["num_hidden_layers"] * heads * (c["hidden_size"] // c["num_attention_heads"]) * 2; print(int(sys.argv[2]) // per)' "$MODEL" "${KV_BYTES:-6442450944}"
+    python3 - "$MODEL/config.json" "${KV_BYTES:-6442450944}" <<'PY'
+import json, sys
+c = json.load(open(sys.argv[1]))
+heads = c.get("num_key_value_heads", c["num_attention_heads"])
+head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
+print(int(sys.argv[2]) // (2 * c["num_hidden_layers"] * heads * head_dim * 2))
+PY
 }
 declare -A SHARE=([vllm]="actor_rollout_ref.rollout.gpu_memory_utilization=0.15 +actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=${KV_BYTES:-6442450944}")
-sglang_share() { echo "actor_rollout_ref.rollout.gpu_memory_utilization=${SGL_FRACTION:-0.5} +actor_rollout_ref.rollout.engine_kwargs.sglang.max_total_tokens=$(kv_tokens)"; }
+sglang_share() {
+    local tokens; tokens=$(kv_tokens) || { echo "error: cannot size SGLang's KV cache from $MODEL/config.json" >&2; exit 2; }
+    echo "actor_rollout_ref.rollout.gpu_memory_utilization=${SGL_FRACTION:-0.5} +actor_rollout_ref.rollout.engine_kwargs.sglang.max_total_tokens=$tokens"
+}
 
 case $MODE in
 bg)
@@ -76,7 +85,7 @@ rollouts)
     RES=$OUTDIR/engines; mkdir -p "$RES"
     for e in ${ENGINES:-sglang vllm}; do
         mkdir -p "$RES/$e"
-        [ "$e" = sglang ] && SHARE[sglang]=$(sglang_share)
+        if [ "$e" = sglang ]; then SHARE[sglang]=$(sglang_share) || exit 2; fi
         echo "== $e: $N samples, ${SHARE[$e]}"
         ( [ -f "${ENVF[$e]}" ] || { echo "error: ${ENVF[$e]} missing: run install_on_gpu.sh for $e" >&2; exit 2; }
           source "${ENVF[$e]}"; export PYTHONPATH=$PWD:$PYTHONPATH
@@ -91,10 +100,11 @@ rollouts)
 train)
     STEPS=${1:-5}; shift || true; need_gsm8k
     ( source "${ENVF[sglang]}" && PYTHON=python3 bash experiments/gsm8k_learn/prepare_data.sh ) || exit 1
+    share=$(sglang_share) || exit 2
     LONGFLOW_ENV_FILE=${ENVF[sglang]} LONGFLOW_MODEL_PATH=$MODEL bash scripts/gpu/train_bg.sh sglang_train \
         actor_rollout_ref.rollout.name=sglang "trainer.total_training_steps=$STEPS" \
         actor_rollout_ref.rollout.skip_tokenizer_init=false \
-        $(sglang_share) \
+        $share \
         trainer.val_before_train=false trainer.test_freq=-1 "$@"
     echo "then, back to back: OUT=\$OUT bash scripts/gpu/train_bg.sh --wait sglang_train 540"
     ;;

@@ -2,7 +2,8 @@
 # Rollout-driver runs (vLLM) beside the trainers of one hold, on the GPU machine after install_on_gpu.sh:
 #   [DELAY_S=120] bash scripts/gpu/side_runs.sh start    # in the background (after DELAY_S), one after the other:
 #       1. experiments/ledger_folding on $LEDGERS (64) held-out ledgers (split test), greedy, $LEDGER_VARIANTS of
-#          truncated (react, 4K window), wide (react, 24K window), fold (folding_workflow, 4K window); "none": skip
+#          truncated (react, 4K window), wide (react, 24K window), fold ($FOLD_LOOP, 4K window); "none": skip;
+#          the ledgers and FOLD_LOOP are LEDGER_QUESTION's (balance or lookup: experiments/ledger_folding/task.sh)
 #       2. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("ask_hinted"), $ASK_LIMIT (256) test problems
 #   bash scripts/gpu/side_runs.sh status   # one line per finished part; $OUT/side.tgz holds everything so far
 # Each engine gets a fixed KV cache ($KV_BYTES, 6 GiB) so that it can share the GPU with running trainers.
@@ -17,7 +18,8 @@ start)
   # the code is copied now; with DELAY_S the runs start that much later (a trainer's vLLM starting first)
   (cd "$SIDE/src" && setsid nohup bash -c 'sleep "${DELAY_S:-0}"; bash scripts/gpu/side_runs.sh run' \
     > "$SIDE/console.log" 2>&1 < /dev/null &)
-  echo "side runs started${DELAY_S:+ (runs in $DELAY_S s)}: $SIDE/console.log"
+  [ "${DELAY_S:-0}" = 0 ] && when="" || when=" (runs in $DELAY_S s)"
+  echo "side runs started$when: $SIDE/console.log"
   ;;
 run)
   source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"

@@ -61,6 +61,27 @@ def test_a_missing_engine_exits_2_naming_the_install_recipe_before_ray_starts(
     assert not out.exists()
 
 
+def test_the_drivers_checks_see_the_engine_it_will_start(
+    tmp_path: Path, qwen_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A code-fence experiment with rollout.name=sglang is refused by check_composed (skip_tokenizer_init=true),
+    but --backend sglang sets skip_tokenizer_init=false before the checks: here it gets as far as the engine."""
+    if importlib.util.find_spec("sglang") is not None:
+        pytest.skip("sglang is installed here")
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("LONGFLOW_MODEL_PATH", str(qwen_dir))
+    learn = str(ROOT / "experiments" / "gsm8k_learn")
+    (tmp_path / "in.jsonl").write_text(json.dumps({"question": "What is 3 + 4?", "answer": "#### 7"}) + "\n")
+    fence = ["--tools", "python_exec", "--tool-format", "code_fence"]  # as experiments/gsm8k_learn/prepare_data.sh
+    assert prepare_main(["--input", str(tmp_path / "in.jsonl"), "--output-dir", str(tmp_path), *fence]) == 0
+    data = tmp_path / "train.parquet"
+    argv = [learn, "--backend", "sglang", "--data", str(data), "--limit", "1", "--out", str(tmp_path / "out")]
+    assert cli.main([*argv, "actor_rollout_ref.rollout.name=sglang"]) == cli.EXIT_INVALID
+    err = capsys.readouterr().err
+    assert "skip_tokenizer_init" not in err, err  # the preflight passed
+    assert err.splitlines()[-1].startswith("error: --backend sglang: the 'sglang' package is not installed"), err
+
+
 def test_the_sglang_recipe_names_the_override_file_that_exists() -> None:
     recipe = backends.ENGINE_INSTALL["sglang"]
     assert "--override scripts/gpu/overrides-sglang.txt" in recipe
