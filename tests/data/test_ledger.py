@@ -81,6 +81,12 @@ def test_the_default_history_is_more_than_three_4k_windows(tokenizer):
     assert 30 <= ledger.transactions <= 80
 
 
+def test_the_lookup_presets_history_is_more_than_three_4k_windows(tokenizer):
+    spec = LedgerSpec(pages=60, per_page=4, accounts=6, question="lookup")  # experiments/ledger_folding/task.sh
+    ledger = make_ledger(random.Random("ledger/test/0/0"), spec)
+    assert sum(len(tokenizer.encode(page)) for page in ledger.pages) > 3 * 4096
+
+
 def test_splits_are_deterministic_and_disjoint(tmp_path):
     spec = LedgerSpec(pages=3, per_page=4, accounts=2)
     first = prepare(tmp_path / "a", split="train", count=4, spec=spec, agent_name="folding_workflow")
@@ -186,9 +192,10 @@ def tokenizer():
 
 
 @pytest.mark.parametrize(
-    ("question", "loop", "form"), [("", "folding_workflow", "balance"), ("lookup", "folding_lookup", "lookup")]
+    ("question", "loop", "form", "pages"),
+    [("", "folding_workflow", "balance", 20), ("lookup", "folding_lookup", "lookup", 60)],
 )
-def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path, question, loop, form):
+def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path, question, loop, form, pages):
     """experiments/ledger_folding/task.sh: LEDGER_QUESTION picks the ledgers' shape and the folding loop."""
     import subprocess
     import sys
@@ -205,6 +212,6 @@ def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path
     subprocess.run(["bash", "-c", script], check=True, cwd=ROOT, env=env, capture_output=True)
     rows = pq.read_table(tmp_path / "test.parquet").to_pylist()
     assert {r["agent_name"] for r in rows} == {loop} and {r["extra_info"]["question_form"] for r in rows} == {form}
-    assert len(rows[0]["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]) == 20
+    assert len(rows[0]["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]) == pages
     cfg = composed("ledger_folding", f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}")
     assert loop in agent_loop_names(cfg) and check_composed(cfg, "ledger_folding") == []
