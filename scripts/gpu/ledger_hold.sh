@@ -2,7 +2,8 @@
 # What the next hold runs for the paged ledger (issue: context folding) and the ask-user task, on the GPU
 # machine after install_on_gpu.sh (carry outputs/gsm8k_input for the ask-user part; the ledgers are generated
 # there, deterministically):
-#   bash scripts/gpu/ledger_hold.sh
+#   [LEDGER_QUESTION=lookup] bash scripts/gpu/ledger_hold.sh   # lookup: the ledgers the untrained 0.5B can score on
+#                          (experiments/ledger_folding/task.sh); the trainer and the side runs read the same variable
 #   bash scripts/gpu/train_bg.sh --status 300 ledger_fold; bash scripts/gpu/side_runs.sh status   # polls
 # 1. experiments/ledger_folding, VARIANT=fold, trained for $STEPS (30) GRPO steps, validated every $TEST_FREQ (10); its validation before
 #    training is "folding, untrained", after it "folding, trained" ($TEST_COUNT held-out ledgers, greedy).
