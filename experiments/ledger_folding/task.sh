@@ -7,7 +7,7 @@
 #   learn from; with 3, the work is the horizon: read every page, keep what matters. FOLD_LOOP: folding_workflow.
 # LEDGER_QUESTION=lookup: the amount of the one transaction with a given memo reference, on a page drawn
 #   uniformly; found, it is copied, not computed. 60 pages of 4 lines (13.3K page tokens): with the page in front
-#   of it, the untrained 0.5B names the amount 7 times in 16 at 4 lines a page, once at 8 or 16
+#   of it, the untrained 0.5B names the amount 22 times in 48 at 4 lines a page, 9 in 48 at 16
 #   (scripts/ledger_needle_probe.py, docs/results/ledger-folding-cpu). FOLD_LOOP: folding_lookup (its summary
 #   says where the search is).
 # LEDGER_SHAPE replaces the default shape (pages, per-page, accounts, target transactions); the question is
