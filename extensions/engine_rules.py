@@ -16,9 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from extensions.errors import ConfigError
+from extensions.errors import ConfigError, LongflowError
 
 SKIP_KEY = "actor_rollout_ref.rollout.skip_tokenizer_init"
 
@@ -44,22 +42,25 @@ FENCE_WHY = "code-fence tool calls (tool_parser: code_fence) pause at closing fe
 POLICY_USER_WHY = "the policy-played user (backend: policy) stops at a turn marker written as text, so its replies"
 
 
+def policy_users(interactions: dict[str, Any]) -> list[str]:
+    """The interactions whose user the policy itself plays (``uses_policy_server``: its replies come from the
+    rollout's server, with the stop strings)."""
+    return [name for name, interaction in interactions.items() if getattr(interaction, "uses_policy_server", False)]
+
+
 def check_loop_stop_strings(rollout: Any, loop: str, fence: Any, interactions: dict[str, Any]) -> None:
     """An agent loop's check at start-up: its code fences and its policy-played users."""
-    from extensions.interactions.user_backends import PolicyBackend
-
     if fence is not None:
         check_stop_strings(rollout, f"agent loop {loop!r}", FENCE_WHY)
-    for name, interaction in interactions.items():
-        if isinstance(getattr(interaction, "backend", None), PolicyBackend):
-            check_stop_strings(rollout, f"agent loop {loop!r}, interaction {name!r}", POLICY_USER_WHY)
+    for name in policy_users(interactions):
+        check_stop_strings(rollout, f"agent loop {loop!r}, interaction {name!r}", POLICY_USER_WHY)
 
 
 def composed_stop_string_problems(
     cfg: Any, entries: dict[str, dict[str, Any]], where: str, resolve: Callable[[str], Path | None]
 ) -> list[str]:
     """Every code-fence agent loop and policy-played user of a composed config whose engine cannot apply stop
-    strings; ``resolve`` finds an entry's interaction file (an unreadable one is reported elsewhere)."""
+    strings; ``resolve`` finds an entry's interaction file."""
     rollout = cfg.actor_rollout_ref.rollout
     default_parser = rollout.multi_turn.get("format")
     problems = []
@@ -67,22 +68,19 @@ def composed_stop_string_problems(
         owner = f"{where}: agent loop {name!r}"
         if (entry.get("tool_parser") or default_parser) == "code_fence":
             problems.append(stop_strings_problem(rollout, owner, FENCE_WHY))
-        for user in policy_users(
-            resolve(str(entry["interaction_config_path"])) if entry.get("interaction_config_path") else None
-        ):
+        for user in policy_users(entry_interactions(entry, resolve)):
             problems.append(stop_strings_problem(rollout, f"{owner}, interaction {user!r}", POLICY_USER_WHY))
     return [p for p in problems if p]
 
 
-def policy_users(file: Path | None) -> list[str]:
-    """The names of the interactions of an interaction file that the policy plays (``backend: policy``)."""
+def entry_interactions(entry: dict[str, Any], resolve: Callable[[str], Path | None]) -> dict[str, Any]:
+    """The interactions of an agent-loop entry's interaction file, built as the loop builds them (once per
+    process); {} without one, or when it does not build (config_check reports that file's problems)."""
+    from extensions.interactions.registry import load_interactions
+
+    path = entry.get("interaction_config_path")
+    file = resolve(str(path)) if path else None
     try:
-        data = yaml.safe_load(file.read_text()) if file else None
-    except (OSError, yaml.YAMLError):
-        return []
-    items = data.get("interaction") if isinstance(data, dict) else None
-    return [
-        str(item.get("name"))
-        for item in items or []
-        if isinstance(item, dict) and isinstance(item.get("config"), dict) and item["config"].get("backend") == "policy"
-    ]
+        return load_interactions(str(file)) if file else {}
+    except LongflowError:
+        return {}

@@ -102,3 +102,26 @@ def test_a_policy_played_user_on_sglang_with_verl_default_is_a_config_problem() 
         check_composed(composed("gsm8k_ask_user", *SGLANG, "actor_rollout_ref.rollout.skip_tokenizer_init=false"), "x")
         == []
     )
+
+
+def test_a_user_the_policy_plays_by_default_is_found_too(tmp_path) -> None:
+    """LLMUserInteraction's backend defaults to the policy: an interaction file that names no backend is one."""
+    import yaml
+
+    users = tmp_path / "users.yaml"
+    users.write_text(
+        yaml.safe_dump(
+            {"interaction": [{"name": "plain", "class_name": "extensions.interactions.llm_user.LLMUserInteraction"}]}
+        )
+    )
+    loops = tmp_path / "loops.yaml"
+    entry = {"name": "asks", "_target_": "extensions.custom_rollouts.LongWorkflowAgent"}
+    loops.write_text(yaml.safe_dump([{**entry, "interaction_config_path": str(users)}]))
+    cfg = composed("gsm8k_ask_user", *SGLANG, f"actor_rollout_ref.rollout.agent.agent_loop_config_path={loops}")
+    assert check_composed(cfg, "x") == [
+        "x: agent loop 'asks', interaction 'plain': the policy-played user (backend: policy) stops at a turn marker "
+        "written as text, so its replies send stop strings, which SGLang cannot apply with "
+        "actor_rollout_ref.rollout.skip_tokenizer_init=true (its scheduler has no tokenizer and dies on the first "
+        "one: AttributeError: 'NoneType' object has no attribute 'decode'); set "
+        "actor_rollout_ref.rollout.skip_tokenizer_init=false"
+    ]
