@@ -41,7 +41,7 @@ need_gsm8k() {
 }
 
 kv_tokens() {  # KV_BYTES over the model's K+V bytes per token (bf16): SGLang's max_total_tokens
-    python3 - "$MODEL/config.json" "${KV_BYTES:-6442450944}" <<'PY'
+    python3 - "$MODEL/config.json" "$KV_BYTES" <<'PY'
 import json, sys
 c = json.load(open(sys.argv[1]))
 heads = c.get("num_key_value_heads", c["num_attention_heads"])
@@ -49,7 +49,8 @@ head_dim = c.get("head_dim") or c["hidden_size"] // c["num_attention_heads"]
 print(int(sys.argv[2]) // (2 * c["num_hidden_layers"] * heads * head_dim * 2))
 PY
 }
-declare -A SHARE=([vllm]="actor_rollout_ref.rollout.gpu_memory_utilization=0.15 +actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=${KV_BYTES:-6442450944}")
+source scripts/gpu/gpu_share.sh   # KV_BYTES, VLLM_SHARE
+declare -A SHARE=([vllm]="${VLLM_SHARE[*]}")
 sglang_share() {
     local tokens; tokens=$(kv_tokens) || { echo "error: cannot size SGLang's KV cache from $MODEL/config.json" >&2; exit 2; }
     echo "actor_rollout_ref.rollout.gpu_memory_utilization=${SGL_FRACTION:-0.5} +actor_rollout_ref.rollout.engine_kwargs.sglang.max_total_tokens=$tokens"

@@ -6,7 +6,7 @@
 #          the ledgers and FOLD_LOOP are LEDGER_QUESTION's (balance or lookup: experiments/ledger_folding/task.sh)
 #       2. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("ask_hinted"), $ASK_LIMIT (256) test problems
 #   bash scripts/gpu/side_runs.sh status   # one line per finished part; $OUT/side.tgz holds everything so far
-# Each engine gets a fixed KV cache ($KV_BYTES, 6 GiB) so that it can share the GPU with running trainers.
+# Each engine gets a fixed KV cache ($KV_BYTES, 6 GiB: scripts/gpu/gpu_share.sh) so that it can share the GPU with running trainers.
 # Needs outputs/gsm8k_input/test.jsonl (GSM8K test; carry it: there is no network there).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,8 +25,7 @@ run)
   source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"
   export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
   export LONGFLOW_MODEL_PATH=${LONGFLOW_MODEL_PATH:-/tmp/longflow/qwen25-coder-0.5b-instruct}
-  share=(actor_rollout_ref.rollout.gpu_memory_utilization=0.15
-    "+actor_rollout_ref.rollout.engine_kwargs.vllm.kv_cache_memory_bytes=${KV_BYTES:-6442450944}")
+  source scripts/gpu/gpu_share.sh   # VLLM_SHARE: a fixed KV cache beside the trainers
   data=$SIDE/ledger_data
   variants=${LEDGER_VARIANTS:-truncated wide fold}
   [ "$variants" = none ] && variants=""   # the ask-user part alone: no ledgers written
@@ -45,13 +44,13 @@ run)
     echo "== ledger $variant $(date +%T)"
     python3 -m extensions.rollout experiments/ledger_folding --backend vllm --data "$data/test.parquet" \
       --limit "${LEDGERS:-64}" --batch-size "${LEDGERS:-64}" --out "$SIDE/ledger/$variant" \
-      actor_rollout_ref.rollout.temperature=0 "${args[@]}" "${share[@]}"
+      actor_rollout_ref.rollout.temperature=0 "${args[@]}" "${VLLM_SHARE[@]}"
     echo "ledger $variant rc $? $(date +%T)"
   done
   if [ "${ASK_VARIANTS:-}" = none ]; then echo "side runs done $(date +%T)"; exit 0; fi
   echo "== ask_user $(date +%T)"
   PYTHON=python3 GSM8K_INPUT=$PWD/outputs/gsm8k_input/test.jsonl OUT=$SIDE/ask DATA=$SIDE/ask_data \
-    LIMIT=${ASK_LIMIT:-256} VARIANTS=${ASK_VARIANTS:-ask_hinted} bash experiments/gsm8k_ask_user/run.sh "${share[@]}"
+    LIMIT=${ASK_LIMIT:-256} VARIANTS=${ASK_VARIANTS:-ask_hinted} bash experiments/gsm8k_ask_user/run.sh "${VLLM_SHARE[@]}"
   echo "ask_user rc $? $(date +%T)"
   echo "side runs done $(date +%T)"
   ;;
