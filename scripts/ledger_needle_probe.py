@@ -2,6 +2,12 @@
 
     python scripts/ledger_needle_probe.py --per-page 4 16 --count 16          # embedded CPU model, greedy
     python scripts/ledger_needle_probe.py --model /path/to/hf/model --per-page 4
+    python scripts/ledger_needle_probe.py --in-loop --footer read_on check --count 24   # in the ReAct loop
+
+``--in-loop`` asks the question the loop leaves to the model: it has read pages 1 to the needle's page through
+``read_page`` calls (the lookup preset's 60 pages of ``--per-page`` lines, ledgers whose needle is on pages 1 to 4,
+chat template with the tool declared, as the ReAct loop renders it), and the last tool result holds the
+transaction. Does it answer now (right or wrong), or call ``read_page`` again? Per ``--footer`` style.
 
 The step of ``--question lookup`` that no horizon can help with: one page (``--per-page`` lines, as
 ``extensions.data.ledger`` writes them, footer included) and the question, one turn, greedy. Prints, per page
@@ -54,17 +60,92 @@ def probe(model_dir: str, per_page: int, count: int, *, quiet: bool = False) -> 
     return right, strict
 
 
+def in_loop_probe(
+    model_dir: str, per_page: int, count: int, footer: str, *, pages: int = 60, quiet: bool = False
+) -> dict[str, int]:
+    """Counts of what the model does once the needle's page is the last tool result: ``right`` (its last number is
+    the amount, no call), ``strict`` (of those, as ``#### N``), ``wrong`` (answers, not the amount), ``read_on``
+    (calls a tool again)."""
+    import json
+
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from extensions.data.ledger import LedgerSpec, make_ledger, question_text
+    from extensions.tools.ledger import ReadPageTool
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    tool = ReadPageTool({"type": "native"}).tool_schema.model_dump(exclude_unset=True, exclude_none=True)
+    spec = LedgerSpec(pages=pages, per_page=per_page, accounts=6, question="lookup", footer=footer)
+    counts = {"right": 0, "strict": 0, "wrong": 0, "read_on": 0}
+    seed = 0
+    for i in range(count):
+        while True:  # the same ledgers for every footer: the draws do not depend on it
+            ledger = make_ledger(random.Random(f"needle-loop/{per_page}/{seed}"), spec)
+            seed += 1
+            if ledger.needle[2] <= 4:
+                break
+        ref, amount, page = ledger.needle
+        system, question = question_text(ledger)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+        for k in range(1, page + 1):
+            call = {"name": "read_page", "arguments": {"page": k}}
+            messages.append(
+                {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
+            )
+            messages.append({"role": "tool", "content": ledger.pages[k - 1]})
+        text = tok.apply_chat_template(messages, tools=[tool], add_generation_prompt=True, tokenize=False)
+        ids = torch.tensor([tok.encode(text, add_special_tokens=False)])
+        with torch.no_grad():
+            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=64, do_sample=False)
+        reply = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        numbers = re.findall(r"-?\d+", reply)
+        if "<tool_call>" in reply or "read_page" in reply:
+            what = "read_on"
+        elif numbers and int(numbers[-1]) == amount:
+            what = "right"
+            counts["strict"] += re.search(rf"####\s*{amount}\b", reply) is not None
+        else:
+            what = "wrong"
+        counts[what] += 1
+        if not quiet:
+            print(f"  {i:3d} {what}: page {page}, amount {amount}, reply {json.dumps(reply.strip()[-70:])}", flush=True)
+    return counts
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", help="an HF model folder (default: the embedded CPU model)")
     parser.add_argument("--per-page", type=int, nargs="+", default=[4, 8, 16])
     parser.add_argument("--count", type=int, default=16)
     parser.add_argument("--quiet", action="store_true")
+    parser.add_argument("--in-loop", action="store_true", help="the needle's page as the last read_page result")
+    parser.add_argument("--footer", nargs="+", default=["read_on"], help="--in-loop: page footer styles to compare")
+    parser.add_argument(
+        "--pages",
+        type=int,
+        nargs="+",
+        default=[60],
+        help="--in-loop: ledger lengths (1: the needle's page is the last)",
+    )
     args = parser.parse_args(argv)
     if args.model is None:
         from extensions.backends.embedded_model import ensure_embedded_model
 
         args.model = str(ensure_embedded_model())
+    if args.in_loop:
+        for per_page in args.per_page:
+            for footer in args.footer:
+                for pages in args.pages:
+                    started = time.perf_counter()
+                    counts = in_loop_probe(args.model, per_page, args.count, footer, pages=pages, quiet=args.quiet)
+                    print(
+                        f"in loop, {pages} pages of {per_page} lines, footer {footer}: {counts} of {args.count}, "
+                        f"{time.perf_counter() - started:.0f} s",
+                        flush=True,
+                    )
+        return 0
     for per_page in args.per_page:
         started = time.perf_counter()
         right, strict = probe(args.model, per_page, args.count, quiet=args.quiet)

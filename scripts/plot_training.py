@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -40,7 +41,9 @@ COLUMNS = {
     "val_executed_calls": "val-aux/longflow/gsm8k/num_executed_calls/mean@1",
     "val_successful_calls": "val-aux/longflow/gsm8k/num_successful_calls/mean@1",
     "val_response_budget": "val-aux/longflow/gsm8k/term_response_budget/mean@1",
+    "segments": "longflow/segments/mean",
 }
+VAL_ACC_ANY = re.compile(r"val-core/longflow/[^/]+/acc/mean@1")  # another task's held-out accuracy (the ledger's)
 
 
 def read_steps(path: Path) -> list[dict[str, float | None]]:
@@ -48,7 +51,11 @@ def read_steps(path: Path) -> list[dict[str, float | None]]:
     steps: dict[int, dict[str, float]] = {}
     for line in path.read_text().splitlines():
         row = json.loads(line)
-        steps.setdefault(int(row["step"]), {}).update(row["data"])
+        data = row["data"]
+        other = [v for k, v in data.items() if VAL_ACC_ANY.fullmatch(k)]
+        if VAL_ACC not in data and other:
+            data = {**data, VAL_ACC: other[0]}
+        steps.setdefault(int(row["step"]), {}).update(data)
     return [{"step": s, **{c: steps[s].get(k) for c, k in COLUMNS.items()}} for s in sorted(steps)]
 
 
@@ -66,8 +73,8 @@ def plot(runs: dict[str, list[dict[str, float | None]]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     panels = [
-        ("score", "training score (mean of 128 trajectories)"),
-        ("val_acc", "held-out accuracy (GSM8K test, greedy)"),
+        ("score", "training score (mean over the step's trajectories)"),
+        ("val_acc", "held-out accuracy (greedy)"),
         ("tool_calls", "tool calls per trajectory"),
         ("assistant_turns", "assistant turns per trajectory"),
         ("response_length", "response tokens per trajectory"),

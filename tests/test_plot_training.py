@@ -42,3 +42,17 @@ def test_the_committed_runs_csv_matches_their_metrics() -> None:
             table = list(csv.DictReader(f))
         assert [float(r["val_acc"]) for r in table if r["val_acc"]] == [r["val_acc"] for r in rows if r["val_acc"]]
         assert len(table) == 13 and float(table[-1]["val_acc"]) == 0.2734375
+
+
+def test_another_tasks_held_out_accuracy_fills_val_acc(tmp_path: Path) -> None:
+    pt = load()
+    lines = [
+        {"step": 0, "data": {"val-core/longflow/ledger/acc/mean@1": 0.0078125}},
+        {"step": 1, "data": {"critic/score/mean": 0.0, "longflow/segments/mean": 1.875}},
+    ]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rows = pt.read_steps(tmp_path / "metrics.jsonl")
+    assert [(r["step"], r["val_acc"], r["score"], r["segments"]) for r in rows] == [
+        (0, 0.0078125, None, None),
+        (1, None, 0.0, 1.875),
+    ]

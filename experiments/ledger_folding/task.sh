@@ -10,12 +10,14 @@
 #   of it, the untrained 0.5B names the amount 22 times in 48 at 4 lines a page, 9 in 48 at 16
 #   (scripts/ledger_needle_probe.py, docs/results/ledger-folding-cpu). FOLD_LOOP: folding_lookup (its summary
 #   says where the search is).
+# LEDGER_FOOTER (lookup only; read_on or check, default read_on): each page's last line
+#   (extensions/data/ledger.py's page_footer).
 # LEDGER_SHAPE replaces the default shape (pages, per-page, accounts, target transactions); the question is
 # always LEDGER_QUESTION's.
 case ${LEDGER_QUESTION:-balance} in
   balance) LEDGER_ARGS="${LEDGER_SHAPE:---pages 20 --per-page 16 --accounts 6 --target-transactions 3} --question balance"
            FOLD_LOOP=folding_workflow ;;
-  lookup) LEDGER_ARGS="${LEDGER_SHAPE:---pages 60 --per-page 4 --accounts 6} --question lookup"
+  lookup) LEDGER_ARGS="${LEDGER_SHAPE:---pages 60 --per-page 4 --accounts 6} --question lookup --footer ${LEDGER_FOOTER:-read_on}"
           FOLD_LOOP=folding_lookup ;;
   *) echo "LEDGER_QUESTION=$LEDGER_QUESTION: expected balance or lookup" >&2; return 2 2>/dev/null || exit 2 ;;
 esac

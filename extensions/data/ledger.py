@@ -48,6 +48,7 @@ LEDGER = LONGFLOW_LEDGER
 TOOL = "read_page"
 FOLD_TOOL = "fold"  # extensions/tools/fold.py (not imported: data prep loads no verl)
 QUESTIONS = ("balance", "lookup")
+FOOTERS = ("read_on", "check")  # a lookup page's last line: page_footer
 KINDS = ("deposit", "withdrawal")
 PAYEES = ("Northwind", "Contoso", "Fabrikam", "Tailspin", "Litware", "Adatum", "Proseware", "Wingtip")
 PURPOSES = ("invoice", "refund", "payroll", "rent", "supplies", "licence", "freight", "consulting", "repairs")
@@ -63,10 +64,13 @@ class LedgerSpec:
     target_transactions: int | None = None  # None: the target account is drawn like any other
     min_pages: int | None = None  # set: each ledger's page count is drawn from [min_pages, pages]
     question: str = "balance"  # or "lookup": the amount of the transaction with a given memo reference
+    footer: str = "read_on"  # lookup: what each page's last line says (page_footer)
 
     def check(self) -> None:
         if self.question not in QUESTIONS:
             raise ConfigError(f"--question must be one of {', '.join(QUESTIONS)}, got {self.question!r}")
+        if self.footer not in FOOTERS:
+            raise ConfigError(f"--footer must be one of {', '.join(FOOTERS)}, got {self.footer!r}")
         if self.question == "lookup" and self.target_transactions is not None:
             raise ConfigError("--target-transactions shapes the balance question; --question lookup takes none")
         for name in ("pages", "per_page", "accounts"):
@@ -136,7 +140,7 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
         if not unique:
             raise LongflowError(f"no transaction of this {n_pages}-page ledger has a memo reference of its own")
         needle = rng.choice(unique)
-        pages = [page + "\n" + page_footer(k, n_pages) for k, page in enumerate(pages, start=1)]
+        pages = [page + "\n" + page_footer(k, n_pages, spec.footer, needle[0]) for k, page in enumerate(pages, 1)]
     return Ledger(pages, account, opening, balance, count, needle)
 
 
@@ -148,12 +152,19 @@ SYSTEM = (
 )
 
 
-def page_footer(page: int, pages: int) -> str:
-    """The last line of a lookup ledger's page: where the reader is and which call reads on. The untrained 0.5B
-    model read page 1 over and over without it (docs/results/ledger-folding-cpu, run 6)."""
+def page_footer(page: int, pages: int, style: str = "read_on", ref: str = "") -> str:
+    """The last line of a lookup ledger's page. ``read_on``: where the reader is and which call reads on (the
+    untrained 0.5B model read page 1 over and over without it: docs/results/ledger-folding-cpu, run 6).
+    ``check``: also asks whether the page holds the reference, and says to answer now if it does (with
+    ``read_on`` the model read on past the transaction's page: runs 8 and 9). Neither says where it is."""
+    where = f"End of page {page} of {pages}"
+    if style == "check":
+        if page == pages:
+            return f"{where}: this is the last page. If ref {ref} is on it, answer with its amount."
+        return f"{where}. Is ref {ref} on this page? If so, answer with its amount now; if not, call read_page with page {page + 1}."
     if page == pages:
-        return f"End of page {page} of {pages}: this is the last page."
-    return f"End of page {page} of {pages}. To read on, call read_page with page {page + 1}."
+        return f"{where}: this is the last page."
+    return f"{where}. To read on, call read_page with page {page + 1}."
 
 
 SYSTEM_LOOKUP = (
@@ -266,13 +277,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="balance: the asked account's closing balance; lookup: the amount of the transaction with a given "
         "memo reference, on a page drawn uniformly",
     )
+    parser.add_argument(
+        "--footer",
+        choices=FOOTERS,
+        default="read_on",
+        help="lookup: each page's last line; read_on names the next call, check also asks whether the page holds "
+        "the reference and says to answer now if it does",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agent-name", default="folding_workflow", help="agent loop name for the agent_name column")
     parser.add_argument("--fold-tool", action="store_true", help="also offer the fold tool (folding_workflow only)")
     args = parser.parse_args(argv)
     try:
         spec = LedgerSpec(
-            args.pages, args.per_page, args.accounts, args.target_transactions, args.min_pages, args.question
+            args.pages,
+            args.per_page,
+            args.accounts,
+            args.target_transactions,
+            args.min_pages,
+            args.question,
+            args.footer,
         )
         prepare(
             args.output_dir,

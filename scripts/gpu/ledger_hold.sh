@@ -8,7 +8,8 @@
 # 1. experiments/ledger_folding, VARIANT=fold, trained for $STEPS (30) GRPO steps, validated every $TEST_FREQ (10); its validation before
 #    training is "folding, untrained", after it "folding, trained" ($TEST_COUNT held-out ledgers, greedy).
 # 2. beside it, the rollout driver on the same held-out ledgers: ReAct in the 4K window (truncated,
-#    the baseline) and in a 24K one (wide, the upper bound); then the ask_hinted variant of the ask-user task.
+#    the baseline) and in a 24K one (wide, the upper bound); then the ask_hinted variant of the ask-user task
+#    (LEDGER_VARIANTS, ASK_VARIANTS and SIDE pass on to scripts/gpu/side_runs.sh).
 # Not run yet, so the sizes are a guess: a trajectory that reads all 20 pages puts ~14.4K page tokens
 # (Qwen2.5 tokenizer, 721 a page) plus its segments' prompts into its training rows, ~17K tokens; the
 # experiment's 16 prompts x 8 would be ~2.2M tokens a step once the policy reads everything (the actor
@@ -24,5 +25,5 @@ VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold actor_rollout_ref.r
   "trainer.total_training_steps=$STEPS" "trainer.test_freq=${TEST_FREQ:-10}" +ray_kwargs.ray_init.include_dashboard=false
 # the trainer's vLLM sizes its cache from free memory: the side runs wait STAGGER_S before starting theirs. Their
 # code is copied now, so later device calls (which re-send the working tree) cannot change it under them.
-LEDGERS=$TEST_COUNT LEDGER_VARIANTS="truncated wide" ASK_VARIANTS=ask_hinted DELAY_S=${STAGGER_S:-120} \
-  bash scripts/gpu/side_runs.sh start
+LEDGERS=$TEST_COUNT LEDGER_VARIANTS=${LEDGER_VARIANTS:-truncated wide} ASK_VARIANTS=${ASK_VARIANTS:-ask_hinted} \
+  DELAY_S=${STAGGER_S:-120} bash scripts/gpu/side_runs.sh start

@@ -6,6 +6,8 @@
 #          the ledgers and FOLD_LOOP are LEDGER_QUESTION's (balance or lookup: experiments/ledger_folding/task.sh)
 #       2. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("ask_hinted"), $ASK_LIMIT (256) test problems
 #   bash scripts/gpu/side_runs.sh status   # one line per finished part; $OUT/side.tgz holds everything so far
+#   (SIDE=/tmp/NAME: the runs' folder, default /tmp/side; several at once each need their own, and their status
+#   writes $OUT/NAME.tgz)
 # Each engine gets a fixed KV cache ($KV_BYTES, 6 GiB: scripts/gpu/gpu_share.sh) so that it can share the GPU with running trainers.
 # Needs outputs/gsm8k_input/test.jsonl (GSM8K test; carry it: there is no network there).
 set -uo pipefail
@@ -58,7 +60,7 @@ status)
   grep -E "^(== |ask_user rc|ledger .* rc|side runs done|variant|full|masked|ask_)" "$SIDE/console.log" 2>/dev/null
   tail -n 3 "$SIDE/console.log" 2>/dev/null | cut -c1-300
   if [ -n "${OUT:-}" ] && [ -d "$SIDE" ]; then
-    (cd "$SIDE" && tar -czf "$OUT/side.tgz" --exclude=./src --exclude=./ask_data --exclude=./ledger_data .)
+    (cd "$SIDE" && tar -czf "$OUT/$(basename "$SIDE").tgz" --exclude=./src --exclude=./ask_data --exclude=./ledger_data .)
   fi
   ;;
 *) echo "usage: bash scripts/gpu/side_runs.sh start|status" >&2; exit 2 ;;

@@ -10,6 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from extensions.data.ledger import LEDGER, LedgerSpec, main, make_ledger, prepare
+from extensions.errors import ConfigError
 from extensions.tools.ledger import ReadPageTool
 from tests.conftest import ROOT
 
@@ -144,6 +145,32 @@ def test_the_lookup_question_reads_the_same_ledgers_as_the_balance_question():
     assert [page.rsplit("\n", 1)[0] for page in lookup.pages] == balance.pages  # the same lines, and a footer
     assert balance.needle is None and balance.answer == balance.balance
     assert lookup.answer == lookup.needle[1] and f"ref {lookup.needle[0]}" in lookup.pages[lookup.needle[2] - 1]
+
+
+def test_the_check_footer_asks_for_the_reference_on_every_page_and_changes_no_draw():
+    plain = make_ledger(random.Random("ledger/test/0/3"), LedgerSpec(pages=4, question="lookup"))
+    check = make_ledger(random.Random("ledger/test/0/3"), LedgerSpec(pages=4, question="lookup", footer="check"))
+    ref = check.needle[0]
+    assert check.needle == plain.needle
+    assert [page.rsplit("\n", 1)[0] for page in check.pages] == [page.rsplit("\n", 1)[0] for page in plain.pages]
+    assert [page.rsplit("\n", 1)[1] for page in check.pages] == [
+        *(
+            f"End of page {k} of 4. Is ref {ref} on this page? If so, answer with its amount now; if not, call "
+            f"read_page with page {k + 1}."
+            for k in range(1, 4)
+        ),
+        f"End of page 4 of 4: this is the last page. If ref {ref} is on it, answer with its amount.",
+    ]
+
+
+def test_an_unknown_footer_is_an_error_naming_the_valid_ones(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--output-dir", str(tmp_path), "--question", "lookup", "--footer", "shout"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err  # Python 3.12 quotes the choices, 3.11 does not
+    assert re.search(r"argument --footer: invalid choice: 'shout' \(choose from '?read_on'?, '?check'?\)", err)
+    with pytest.raises(ConfigError, match=r"^--footer must be one of read_on, check, got 'shout'$"):
+        LedgerSpec(question="lookup", footer="shout").check()
 
 
 def test_bad_options_exit_2_naming_the_option(tmp_path, caplog):
