@@ -63,6 +63,7 @@ from extensions.records_schema import Reason
 from extensions.rewards.turns import settings_from_trainer_config
 from extensions.token_text import truncate_to_tokens
 from extensions.tool_session import result_messages, run_calls, tool_message, tool_schemas
+from extensions.tools.submit import submission
 from extensions.verl_compat import build_assistant_message, tool_parser_registry
 
 logger = logging.getLogger(__name__)
@@ -241,6 +242,9 @@ class LongWorkflowAgent(ToolAgentLoop):
         cap); results are cut by tokens and shrunk to fit rather than dropped; parse errors
         are answered too; the round counts as a tool round, not a user turn, and is recorded.
         """
+        if (answer := submission(episode)) is not None:  # a submit_answer call ends the task, nothing runs
+            episode.submitted_answer = answer
+            return episode.finish(Reason.FINAL_ANSWER)
         start = len(episode.response_mask)
         placeholders = [tool_message("", c.tool_call_id) for c in episode.tool_calls]
         placeholders += [tool_message("") for _ in episode.parse_errors]

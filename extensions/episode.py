@@ -70,10 +70,12 @@ class Episode(AgentData):
         self.num_tool_errors = 0
         self.num_malformed_tool_calls = 0
         self.parse_errors: list[str] = []
+        self.turn_calls: list[Any] = []  # every call the turn parsed to, past max_parallel_calls too
         self.turns: list[TurnRecord] = []
         self.reason: Reason | None = None
         self.error: str | None = None
         self.final_answer_text = ""
+        self.submitted_answer: str | None = None  # "#### N" of a submit_answer call (extensions/tools/submit.py)
         self.last_assistant_ids: list[int] = []
         self.interaction: BaseInteraction | None = None
         self.interaction_name: str | None = None
@@ -255,7 +257,7 @@ def mask_thinking(mask: list[int], token_ids: list[int], think_ids: tuple[int, i
 
 def keep_calls(episode: Episode, calls: list[Any], errors: list[str], max_parallel_calls: int) -> None:
     """Keep the first ``max_parallel_calls`` calls; the others and the parse errors become ``parse_errors``."""
-    episode.tool_calls = calls[:max_parallel_calls]
+    episode.turn_calls, episode.tool_calls = list(calls), calls[:max_parallel_calls]
     episode.parse_errors = errors + [
         f"Tool call '{c.name}' was not run: at most {max_parallel_calls} tool call(s) per turn."
         for c in calls[max_parallel_calls:]
@@ -327,7 +329,9 @@ def build_output(
     (the run's reward is the pack's ``compute_score``) each assistant record gets its ``reward``
     (and ``step_rewards`` when code blocks ran inside it).
     """
-    if episode.last_assistant_ids:
+    if episode.submitted_answer is not None:
+        episode.final_answer_text = episode.submitted_answer
+    elif episode.last_assistant_ids:
         episode.final_answer_text = tokenizer.decode(episode.last_assistant_ids, skip_special_tokens=True)
     eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
     if not episode.prompt_ids:  # failed before the prompt was built

@@ -7,7 +7,9 @@
 ``--in-loop`` asks the question the loop leaves to the model: it has read pages 1 to the needle's page through
 ``read_page`` calls (the lookup preset's 60 pages of ``--per-page`` lines, ledgers whose needle is on pages 1 to 4,
 chat template with the tool declared, as the ReAct loop renders it), and the last tool result holds the
-transaction. Does it answer now (right or wrong), or call ``read_page`` again? Per ``--footer`` style.
+transaction. Does it answer now (right or wrong), or call ``read_page`` again? Per ``--footer`` style; with
+``--answer-tool`` the sample offers ``submit_answer`` and its prompt says to answer with it (``--footer submit``),
+and a call to it counts as the answer (``strict``: answered by a call).
 
 The step of ``--question lookup`` that no horizon can help with: one page (``--per-page`` lines, as
 ``extensions.data.ledger`` writes them, footer included) and the question, one turn, greedy. Prints, per page
@@ -61,7 +63,14 @@ def probe(model_dir: str, per_page: int, count: int, *, quiet: bool = False) -> 
 
 
 def in_loop_probe(
-    model_dir: str, per_page: int, count: int, footer: str, *, pages: int = 60, quiet: bool = False
+    model_dir: str,
+    per_page: int,
+    count: int,
+    footer: str,
+    *,
+    pages: int = 60,
+    answer_tool: bool = False,
+    quiet: bool = False,
 ) -> dict[str, int]:
     """Counts of what the model does once the needle's page is the last tool result: ``right`` (its last number is
     the amount, no call), ``strict`` (of those, as ``#### N``), ``wrong`` (answers, not the amount), ``read_on``
@@ -73,11 +82,15 @@ def in_loop_probe(
 
     from extensions.data.ledger import LedgerSpec, make_ledger, question_text
     from extensions.tools.ledger import ReadPageTool
+    from extensions.tools.submit import SubmitAnswerTool
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    tool = ReadPageTool({"type": "native"}).tool_schema.model_dump(exclude_unset=True, exclude_none=True)
-    spec = LedgerSpec(pages=pages, per_page=per_page, accounts=6, question="lookup", footer=footer)
+    classes = [ReadPageTool, SubmitAnswerTool] if answer_tool else [ReadPageTool]
+    tools = [c({"type": "native"}).tool_schema.model_dump(exclude_unset=True, exclude_none=True) for c in classes]
+    spec = LedgerSpec(
+        pages=pages, per_page=per_page, accounts=6, question="lookup", footer=footer, answer_tool=answer_tool
+    )
     counts = {"right": 0, "strict": 0, "wrong": 0, "read_on": 0}
     seed = 0
     for i in range(count):
@@ -87,7 +100,7 @@ def in_loop_probe(
             if ledger.needle[2] <= 4:
                 break
         ref, amount, page = ledger.needle
-        system, question = question_text(ledger)
+        system, question = question_text(ledger, answer_tool=answer_tool)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
         for k in range(1, page + 1):
             call = {"name": "read_page", "arguments": {"page": k}}
@@ -95,13 +108,17 @@ def in_loop_probe(
                 {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
             )
             messages.append({"role": "tool", "content": ledger.pages[k - 1]})
-        text = tok.apply_chat_template(messages, tools=[tool], add_generation_prompt=True, tokenize=False)
+        text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
         ids = torch.tensor([tok.encode(text, add_special_tokens=False)])
         with torch.no_grad():
             out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=64, do_sample=False)
         reply = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
         numbers = re.findall(r"-?\d+", reply)
-        if "<tool_call>" in reply or "read_page" in reply:
+        submitted = re.search(r'"submit_answer",\s*"arguments":\s*\{"answer":\s*(-?\d+)', reply)
+        if submitted:  # the loop ends on the first valid call: its number is the answer
+            what = "right" if int(submitted[1]) == amount else "wrong"
+            counts["strict"] += what == "right"
+        elif "<tool_call>" in reply or "read_page" in reply:
             what = "read_on"
         elif numbers and int(numbers[-1]) == amount:
             what = "right"
@@ -122,6 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--in-loop", action="store_true", help="the needle's page as the last read_page result")
     parser.add_argument("--footer", nargs="+", default=["read_on"], help="--in-loop: page footer styles to compare")
+    parser.add_argument("--answer-tool", action="store_true", help="--in-loop: offer submit_answer (--footer submit)")
     parser.add_argument(
         "--pages",
         type=int,
@@ -139,7 +157,15 @@ def main(argv: list[str] | None = None) -> int:
             for footer in args.footer:
                 for pages in args.pages:
                     started = time.perf_counter()
-                    counts = in_loop_probe(args.model, per_page, args.count, footer, pages=pages, quiet=args.quiet)
+                    counts = in_loop_probe(
+                        args.model,
+                        per_page,
+                        args.count,
+                        footer,
+                        pages=pages,
+                        answer_tool=args.answer_tool,
+                        quiet=args.quiet,
+                    )
                     print(
                         f"in loop, {pages} pages of {per_page} lines, footer {footer}: {counts} of {args.count}, "
                         f"{time.perf_counter() - started:.0f} s",

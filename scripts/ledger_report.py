@@ -87,6 +87,12 @@ def tagged(turn: dict[str, Any]) -> bool:
     return read_summary(turn["text"])[1]
 
 
+def answered(text: str, reason: str) -> bool:
+    """The last assistant turn answered: a ``####`` line, or a ``submit_answer`` call that ended the trajectory
+    (``extensions/tools/submit.py``)."""
+    return "####" in text or (reason == "final_answer" and '"submit_answer"' in text)
+
+
 def figures(record: dict[str, Any]) -> dict[str, Any]:
     """One trajectory: pages, segments, and the summary turns (tagged, or a tool call instead)."""
     pages = pages_read(record)
@@ -94,7 +100,7 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
     last = [t for t in record["turns"] if t["role"] == "assistant"]
     return {
         "acc": float(record.get("reward_extra_info", {}).get("acc", (record.get("reward") or 0) > 0)),
-        "answered": bool(last) and "####" in last[-1]["text"],
+        "answered": bool(last) and answered(last[-1]["text"], record["termination_reason"]),
         "pages": ledger_pages(record),
         "distinct_pages": len(set(pages)),
         "highest_page": max(pages, default=0),

@@ -118,3 +118,13 @@ def test_lookup_ledgers_count_who_read_the_asked_transactions_page() -> None:
     )  # fmt: skip
     row = report.variant_row("react", [read, missed])
     assert (row["needle_reached"], row["accuracy_when_reached"]) == (1, 1.0)
+
+
+def test_a_submit_answer_call_that_ended_the_trajectory_counts_as_an_answer() -> None:
+    report = load_script("ledger_report")
+    call = '<tool_call>\n{"name": "submit_answer", "arguments": {"answer": 214}}\n</tool_call>'
+    assert report.answered(call, "final_answer") and report.answered("It is 4.\n#### 4", "final_answer")
+    assert not report.answered(call, "max_tool_rounds")  # not run: a later limit ended it
+    assert not report.answered(
+        '<tool_call>\n{"name": "read_page", "arguments": {"page": 2}}\n</tool_call>', "final_answer"
+    )

@@ -10,14 +10,24 @@
 #   of it, the untrained 0.5B names the amount 22 times in 48 at 4 lines a page, 9 in 48 at 16
 #   (scripts/ledger_needle_probe.py, docs/results/ledger-folding-cpu). FOLD_LOOP: folding_lookup (its summary
 #   says where the search is).
-# LEDGER_FOOTER (lookup only; read_on or check, default read_on): each page's last line
+# LEDGER_ANSWER (lookup only): tool (default) answers with a submit_answer call (--answer-tool; each page's footer
+#   says to call it if the reference is on the page), text with a `#### N` line. On the H200 the text form scored
+#   0/128 (ReAct) and 1/128 (folding): the untrained 0.5B never stops calling read_page to write an answer; with the
+#   transaction's page as the last tool result it named the amount 0 times in 24 as text and 4 in 24 with
+#   submit_answer (scripts/ledger_needle_probe.py --in-loop; docs/results/ledger-lookup-h200).
+# LEDGER_FOOTER (lookup only; read_on, check or submit): replaces the answer form's footer
 #   (extensions/data/ledger.py's page_footer).
 # LEDGER_SHAPE replaces the default shape (pages, per-page, accounts, target transactions); the question is
 # always LEDGER_QUESTION's.
 case ${LEDGER_QUESTION:-balance} in
   balance) LEDGER_ARGS="${LEDGER_SHAPE:---pages 20 --per-page 16 --accounts 6 --target-transactions 3} --question balance"
            FOLD_LOOP=folding_workflow ;;
-  lookup) LEDGER_ARGS="${LEDGER_SHAPE:---pages 60 --per-page 4 --accounts 6} --question lookup --footer ${LEDGER_FOOTER:-read_on}"
+  lookup) case ${LEDGER_ANSWER:-tool} in
+            tool) answer="--answer-tool --footer ${LEDGER_FOOTER:-submit}" ;;
+            text) answer="--footer ${LEDGER_FOOTER:-read_on}" ;;
+            *) echo "LEDGER_ANSWER=$LEDGER_ANSWER: expected tool or text" >&2; return 2 2>/dev/null || exit 2 ;;
+          esac
+          LEDGER_ARGS="${LEDGER_SHAPE:---pages 60 --per-page 4 --accounts 6} --question lookup $answer"
           FOLD_LOOP=folding_lookup ;;
   *) echo "LEDGER_QUESTION=$LEDGER_QUESTION: expected balance or lookup" >&2; return 2 2>/dev/null || exit 2 ;;
 esac

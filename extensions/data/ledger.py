@@ -47,8 +47,9 @@ logger = logging.getLogger(__name__)
 LEDGER = LONGFLOW_LEDGER
 TOOL = "read_page"
 FOLD_TOOL = "fold"  # extensions/tools/fold.py (not imported: data prep loads no verl)
+SUBMIT_TOOL = "submit_answer"  # extensions/tools/submit.py
 QUESTIONS = ("balance", "lookup")
-FOOTERS = ("read_on", "check")  # a lookup page's last line: page_footer
+FOOTERS = ("read_on", "check", "submit")  # a lookup page's last line: page_footer
 KINDS = ("deposit", "withdrawal")
 PAYEES = ("Northwind", "Contoso", "Fabrikam", "Tailspin", "Litware", "Adatum", "Proseware", "Wingtip")
 PURPOSES = ("invoice", "refund", "payroll", "rent", "supplies", "licence", "freight", "consulting", "repairs")
@@ -65,12 +66,17 @@ class LedgerSpec:
     min_pages: int | None = None  # set: each ledger's page count is drawn from [min_pages, pages]
     question: str = "balance"  # or "lookup": the amount of the transaction with a given memo reference
     footer: str = "read_on"  # lookup: what each page's last line says (page_footer)
+    answer_tool: bool = False  # answer with a submit_answer call instead of a `#### N` line
 
     def check(self) -> None:
         if self.question not in QUESTIONS:
             raise ConfigError(f"--question must be one of {', '.join(QUESTIONS)}, got {self.question!r}")
         if self.footer not in FOOTERS:
             raise ConfigError(f"--footer must be one of {', '.join(FOOTERS)}, got {self.footer!r}")
+        if self.footer == "submit" and not self.answer_tool:
+            raise ConfigError(
+                "--footer submit tells the model to call submit_answer: add --answer-tool, which offers it"
+            )
         if self.question == "lookup" and self.target_transactions is not None:
             raise ConfigError("--target-transactions shapes the balance question; --question lookup takes none")
         for name in ("pages", "per_page", "accounts"):
@@ -156,8 +162,16 @@ def page_footer(page: int, pages: int, style: str = "read_on", ref: str = "") ->
     """The last line of a lookup ledger's page. ``read_on``: where the reader is and which call reads on (the
     untrained 0.5B model read page 1 over and over without it: docs/results/ledger-folding-cpu, run 6).
     ``check``: also asks whether the page holds the reference, and says to answer now if it does (with
-    ``read_on`` the model read on past the transaction's page: runs 8 and 9). Neither says where it is."""
+    ``read_on`` the model read on past the transaction's page: runs 8 and 9). ``submit``: the same, answering
+    with a ``submit_answer`` call (``--answer-tool``). None says where it is."""
     where = f"End of page {page} of {pages}"
+    if style == "submit":
+        if page == pages:
+            return f"{where}: this is the last page. If ref {ref} is on it, call submit_answer with its amount."
+        return (
+            f"{where}. If ref {ref} is on this page, call submit_answer with its amount; if not, call read_page "
+            f"with page {page + 1}."
+        )
     if style == "check":
         if page == pages:
             return f"{where}: this is the last page. If ref {ref} is on it, answer with its amount."
@@ -175,8 +189,17 @@ SYSTEM_LOOKUP = (
 )
 
 
-def question_text(ledger: Ledger) -> tuple[str, str]:
-    """The system prompt and the question of a ledger's sample."""
+ANSWER_BY_TOOL = "When you have found the answer, call submit_answer with it (the number only); that ends the task."
+
+
+def question_text(ledger: Ledger, *, answer_tool: bool = False) -> tuple[str, str]:
+    """The system prompt and the question of a ledger's sample; ``answer_tool``: the prompt says to answer with a
+    ``submit_answer`` call instead of a ``####`` line."""
+    system, question = _question_text(ledger)
+    return (system.replace(ANSWER_FORMAT, ANSWER_BY_TOOL) if answer_tool else system), question
+
+
+def _question_text(ledger: Ledger) -> tuple[str, str]:
     if ledger.needle is not None:
         return SYSTEM_LOOKUP, (
             f"The ledger has {len(ledger.pages)} pages. Exactly one transaction in it has the memo reference "
@@ -193,14 +216,14 @@ def build_row(
     ledger: Ledger, spec: LedgerSpec, *, index: int, split: str, agent_name: str, fold_tool: bool = False
 ) -> dict[str, Any]:
     """One verl sample; ``fold_tool`` also offers ``fold`` (``extensions/tools/fold.py``)."""
-    system, question = question_text(ledger)
+    system, question = question_text(ledger, answer_tool=spec.answer_tool)
     extra_info = {
         "split": split,
         "index": index,
         "question": question,
         "transactions": ledger.transactions,
         "tools_kwargs": {TOOL: {"create_kwargs": {"pages": ledger.pages}}},
-        "tool_selection": [TOOL, FOLD_TOOL] if fold_tool else [TOOL],
+        "tool_selection": [TOOL, *([FOLD_TOOL] if fold_tool else []), *([SUBMIT_TOOL] if spec.answer_tool else [])],
         "question_form": spec.question,
     }
     if ledger.needle is not None:
@@ -282,7 +305,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=FOOTERS,
         default="read_on",
         help="lookup: each page's last line; read_on names the next call, check also asks whether the page holds "
-        "the reference and says to answer now if it does",
+        "the reference and says to answer now if it does, submit says to answer with submit_answer (--answer-tool)",
+    )
+    parser.add_argument(
+        "--answer-tool",
+        action="store_true",
+        help="offer submit_answer (tool_configs/ledger.yaml) and say to answer with it instead of a '#### N' line",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agent-name", default="folding_workflow", help="agent loop name for the agent_name column")
@@ -297,6 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.min_pages,
             args.question,
             args.footer,
+            args.answer_tool,
         )
         prepare(
             args.output_dir,

@@ -163,13 +163,38 @@ def test_the_check_footer_asks_for_the_reference_on_every_page_and_changes_no_dr
     ]
 
 
+def test_the_answer_tool_offers_submit_answer_and_says_so_in_the_prompt_and_on_every_page(tmp_path):
+    spec = LedgerSpec(pages=3, per_page=4, question="lookup", footer="submit", answer_tool=True)
+    path = prepare(tmp_path, split="test", count=1, spec=spec, agent_name="react", fold_tool=True)
+    (row,) = pq.read_table(path).to_pylist()
+    ref = re.search(r"ref (\d{6})\. What", row["prompt"][1]["content"])[1]
+    assert row["extra_info"]["tool_selection"] == ["read_page", "fold", "submit_answer"]
+    system = row["prompt"][0]["content"]
+    assert system.endswith(
+        "When you have found the answer, call submit_answer with it (the number only); that ends the task."
+    )
+    assert "####" not in system
+    pages = row["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
+    assert [page.rsplit("\n", 1)[1] for page in pages] == [
+        f"End of page 1 of 3. If ref {ref} is on this page, call submit_answer with its amount; if not, call "
+        "read_page with page 2.",
+        f"End of page 2 of 3. If ref {ref} is on this page, call submit_answer with its amount; if not, call "
+        "read_page with page 3.",
+        f"End of page 3 of 3: this is the last page. If ref {ref} is on it, call submit_answer with its amount.",
+    ]
+    with pytest.raises(ConfigError, match=r"^--footer submit tells the model to call submit_answer: add --answer-tool"):
+        LedgerSpec(question="lookup", footer="submit").check()
+
+
 def test_an_unknown_footer_is_an_error_naming_the_valid_ones(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(["--output-dir", str(tmp_path), "--question", "lookup", "--footer", "shout"])
     assert exit_info.value.code == 2
     err = capsys.readouterr().err  # Python 3.12 quotes the choices, 3.11 does not
-    assert re.search(r"argument --footer: invalid choice: 'shout' \(choose from '?read_on'?, '?check'?\)", err)
-    with pytest.raises(ConfigError, match=r"^--footer must be one of read_on, check, got 'shout'$"):
+    assert re.search(
+        r"argument --footer: invalid choice: 'shout' \(choose from '?read_on'?, '?check'?, '?submit'?\)", err
+    )
+    with pytest.raises(ConfigError, match=r"^--footer must be one of read_on, check, submit, got 'shout'$"):
         LedgerSpec(question="lookup", footer="shout").check()
 
 
@@ -240,5 +265,7 @@ def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path
     rows = pq.read_table(tmp_path / "test.parquet").to_pylist()
     assert {r["agent_name"] for r in rows} == {loop} and {r["extra_info"]["question_form"] for r in rows} == {form}
     assert len(rows[0]["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]) == pages
+    tools = ["read_page", "submit_answer"] if form == "lookup" else ["read_page"]  # lookup answers with a call
+    assert rows[0]["extra_info"]["tool_selection"] == tools
     cfg = composed("ledger_folding", f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}")
     assert loop in agent_loop_names(cfg) and check_composed(cfg, "ledger_folding") == []

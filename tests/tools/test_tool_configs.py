@@ -15,7 +15,7 @@ EXPECTED = {
     "python_exec.yaml": ["python_exec"],
     "calculator.yaml": ["calculator"],
     "check_answer.yaml": ["check_answer"],
-    "ledger.yaml": ["read_page", "fold"],
+    "ledger.yaml": ["read_page", "fold", "submit_answer"],
     "gsm8k_tools.yaml": ["python_exec", "calculator", "check_answer"],
     "mcp_units_search.yaml": ["convert_units", "search_corpus"],  # MCP: schemas from the example server
     "mcp_verl08.yaml": ["convert_units", "search_corpus"],  # verl <= 0.8's `type: mcp`, expanded by the pack
