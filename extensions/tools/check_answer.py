@@ -22,7 +22,7 @@ from verl.utils.rollout_trace import rollout_trace_op
 
 from extensions.rewards.numbers import normalize_number, numbers_equal
 from extensions.tools.schema import (
-    argument_error,
+    bad_arguments,
     create_kwarg,
     missing_create_kwarg,
     parse_tool_config,
@@ -93,9 +93,8 @@ class CheckAnswerTool(BaseTool):
         if instance is None or instance.ground_truth is None:
             text = missing_create_kwarg(self.name, "ground_truth", "ground truth")
             return ToolResponse(text=text), 0.0, {"error": "missing_ground_truth"}
-        problem = argument_error(self.tool_schema, parameters)
-        if problem is not None:
-            return ToolResponse(text=problem), 0.0, {"error": "bad_arguments"}
+        if (bad := bad_arguments(self.tool_schema, parameters)) is not None:
+            return bad
         limit = self.settings.max_attempts
         if instance.attempts >= limit:
             text = f"error: no attempts left ({limit} answer{'s' if limit != 1 else ''} per problem)"

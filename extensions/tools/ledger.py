@@ -16,7 +16,7 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
-from extensions.tools.schema import argument_error, create_kwarg, missing_create_kwarg, schema_from_function
+from extensions.tools.schema import bad_arguments, create_kwarg, missing_create_kwarg, schema_from_function
 
 
 def read_page(page: int, pages: list[str]) -> str:
@@ -56,9 +56,8 @@ class ReadPageTool(BaseTool):
         if not pages:
             text = missing_create_kwarg(self.name, "pages", "pages")
             return ToolResponse(text=text), 0.0, {"error": "missing_pages"}
-        problem = argument_error(self.tool_schema, parameters)
-        if problem is not None:
-            return ToolResponse(text=problem), 0.0, {"error": "bad_arguments"}
+        if (bad := bad_arguments(self.tool_schema, parameters)) is not None:
+            return bad
         text = read_page(int(parameters["page"]), pages)
         return ToolResponse(text=text), 0.0, {"error": "no_such_page"} if text.startswith("error:") else {}
 

@@ -17,7 +17,7 @@ from verl.utils.rollout_trace import rollout_trace_op
 
 from extensions.errors import ConfigError, SandboxError, choices
 from extensions.tools.sandbox import SandboxLimits, run_python
-from extensions.tools.schema import argument_error, parse_tool_config, schema_from_function
+from extensions.tools.schema import bad_arguments, parse_tool_config, schema_from_function
 
 
 async def python_exec(code: str) -> str:
@@ -54,9 +54,8 @@ class PythonExecTool(BaseTool):
         self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
     ) -> tuple[ToolResponse, float, dict[str, Any]]:
         """Run ``parameters["code"]``; bad arguments and sandbox failures come back as text, never raised."""
-        problem = argument_error(self.tool_schema, parameters)
-        if problem is not None:
-            return ToolResponse(text=problem), 0.0, {"error": "bad_arguments"}
+        if (bad := bad_arguments(self.tool_schema, parameters)) is not None:
+            return bad
         try:
             result = await run_python(parameters["code"], limits=self.limits)
         except SandboxError as exc:

@@ -17,7 +17,7 @@ from typing import Any, TypeVar, get_type_hints
 
 from pydantic import BaseModel, ValidationError
 from transformers.utils import get_json_schema
-from verl.tools.schemas import OpenAIFunctionToolSchema
+from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from extensions.errors import ConfigError, choices
 
@@ -78,6 +78,15 @@ def argument_error(schema: OpenAIFunctionToolSchema, arguments: Any) -> str | No
         elif not _fits(value, prop.type):
             problems.append(f"argument '{name}' must be {_type_text(prop.type)}, got {_json_type(value)}")
     return f"error: {'; '.join(problems)}. {usage}." if problems else None
+
+
+def bad_arguments(
+    schema: OpenAIFunctionToolSchema, arguments: Any
+) -> tuple[ToolResponse, float, dict[str, Any]] | None:
+    """A tool's ``execute`` result for ``arguments`` that do not fit ``schema`` (what is wrong, no reward, error
+    ``bad_arguments``); None when they fit."""
+    problem = argument_error(schema, arguments)
+    return None if problem is None else (ToolResponse(text=problem), 0.0, {"error": "bad_arguments"})
 
 
 def parse_tool_config(model: type[ConfigModel], config: Mapping[str, Any] | None, *, tool: str) -> ConfigModel:

@@ -21,7 +21,7 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
-from extensions.tools.schema import argument_error, schema_from_function
+from extensions.tools.schema import argument_error, bad_arguments, schema_from_function
 
 NAME = "submit_answer"
 
@@ -79,7 +79,6 @@ class SubmitAnswerTool(BaseTool):
         self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
     ) -> tuple[ToolResponse, float, dict[str, Any]]:
         """Bad arguments come back as what is wrong; valid ones (a loop that does not end on them) as the answer line."""
-        problem = argument_error(self.tool_schema, parameters)
-        if problem is not None:
-            return ToolResponse(text=problem), 0.0, {"error": "bad_arguments"}
+        if (bad := bad_arguments(self.tool_schema, parameters)) is not None:
+            return bad
         return ToolResponse(text=answer_line(parameters["answer"])), 0.0, {}
