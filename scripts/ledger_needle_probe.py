@@ -114,7 +114,7 @@ def in_loop_probe(
             out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=64, do_sample=False)
         reply = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
         numbers = re.findall(r"-?\d+", reply)
-        submitted = re.search(r'"submit_answer",\s*"arguments":\s*\{"answer":\s*(-?\d+)', reply)
+        submitted = re.search(r'"submit_answer",\s*"arguments":\s*\{"answer":\s*"?(-?\d+)', reply)
         if submitted:  # the loop ends on the first valid call: its number is the answer
             what = "right" if int(submitted[1]) == amount else "wrong"
             counts["strict"] += what == "right"

@@ -26,7 +26,7 @@ from extensions.tools.schema import argument_error, bad_arguments, schema_from_f
 NAME = "submit_answer"
 
 
-def submit_answer(answer: float) -> str:
+def submit_answer(answer: float | str) -> str:
     """Submit your final answer. This ends the task: call it once, when you have found the answer.
 
     Args:
@@ -35,8 +35,11 @@ def submit_answer(answer: float) -> str:
     return answer_line(answer)
 
 
-def answer_line(answer: float) -> str:
-    """``#### <answer>``, an integral number without a decimal point (``#### 214``, ``#### 2.5``)."""
+def answer_line(answer: float | str) -> str:
+    """``#### <answer>``: an integral number without a decimal point (``#### 214``, ``#### 2.5``); a string as written,
+    trimmed (the 0.5B model often quotes its number: ``"5675"``; the reward parses what follows ``####``)."""
+    if isinstance(answer, str):
+        return f"#### {answer.strip()}"
     number = int(answer) if float(answer).is_integer() else answer
     return f"#### {number}"
 
