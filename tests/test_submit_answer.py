@@ -126,5 +126,8 @@ async def test_a_loop_that_does_not_end_on_it_gets_the_answer_line_back():
     response, reward, metrics = await tool.execute("i", {"answer": 214})
     assert (response.text, reward, metrics) == ("#### 214", 0.0, {})
     response, _, metrics = await tool.execute("i", {})
-    assert response.text == "error: missing required argument 'answer'. submit_answer takes answer (number or string, required)."
+    assert (
+        response.text
+        == "error: missing required argument 'answer'. submit_answer takes answer (number or string, required)."
+    )
     assert metrics == {"error": "bad_arguments"}
