@@ -14,7 +14,8 @@
 #   says to call it if the reference is on the page), text with a `#### N` line. On the H200 the text form scored
 #   0/128 (ReAct) and 1/128 (folding): the untrained 0.5B never stops calling read_page to write an answer; with the
 #   transaction's page as the last tool result it named the amount 0 times in 24 as text and 4 in 24 with
-#   submit_answer (scripts/ledger_needle_probe.py --in-loop; docs/results/ledger-lookup-h200).
+#   submit_answer (scripts/ledger_needle_probe.py --in-loop; docs/results/ledger-lookup-h200). In the loop at
+#   temperature 1.0 on CPU it answered with the tool in 14 of 24 trajectories, all wrong (ledger-folding-cpu, runs 10-11).
 # LEDGER_FOOTER (lookup only; read_on, check or submit): replaces the answer form's footer
 #   (extensions/data/ledger.py's page_footer).
 # LEDGER_SHAPE replaces the default shape (pages, per-page, accounts, target transactions); the question is
