@@ -226,6 +226,9 @@ class LongWorkflowAgent(ToolAgentLoop):
             anchor=anchor,
             **episode.take_inline_record(),
         )
+        if (answer := submission(episode)) is not None:  # submit_answer ends the task before any limit or fold
+            episode.submitted_answer = answer
+            return episode.finish(Reason.FINAL_ANSWER)
         if episode.out_of_room or self._generation_budget(episode) <= 0:
             detail, episode.out_of_room = episode.out_of_room or "the response budget ran out while generating", None
             return self._out_of_budget(episode, detail)
@@ -242,9 +245,6 @@ class LongWorkflowAgent(ToolAgentLoop):
         cap); results are cut by tokens and shrunk to fit rather than dropped; parse errors
         are answered too; the round counts as a tool round, not a user turn, and is recorded.
         """
-        if (answer := submission(episode)) is not None:  # a submit_answer call ends the task, nothing runs
-            episode.submitted_answer = answer
-            return episode.finish(Reason.FINAL_ANSWER)
         start = len(episode.response_mask)
         placeholders = [tool_message("", c.tool_call_id) for c in episode.tool_calls]
         placeholders += [tool_message("") for _ in episode.parse_errors]

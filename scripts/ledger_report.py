@@ -72,7 +72,8 @@ def needle_page(record: dict[str, Any]) -> int | None:
     if (match := NEEDLE.search(question)) is None:
         return None
     pages = record["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
-    return next((k for k, page in enumerate(pages, start=1) if f" ref {match[1]}" in page), None)
+    line = re.compile(rf"^T\d+ \|.* ref {match[1]}$", re.MULTILINE)  # a transaction's line, not a footer naming it
+    return next((k for k, page in enumerate(pages, start=1) if line.search(page)), None)
 
 
 def all_turns(record: dict[str, Any]) -> list[dict[str, Any]]:

@@ -108,8 +108,10 @@ def test_lookup_ledgers_count_who_read_the_asked_transactions_page() -> None:
     report = load_script("ledger_report")
     needle = "T00009 | day 3 | ACC-101A | deposit | 42 | rent 1234 Contoso ref 123456"
 
-    def on_page(k: int) -> list[str]:
-        return ["p"] * (k - 1) + [needle] + ["p"] * (7 - k)
+    def on_page(k: int) -> list[str]:  # every page's footer names the reference (--footer check / submit)
+        footer = "End of page {}. If ref 123456 is on this page, call submit_answer with its amount."
+        pages = ["p"] * (k - 1) + [needle] + ["p"] * (7 - k)
+        return [f"{page}\n{footer.format(n)}" for n, page in enumerate(pages, start=1)]
 
     read = report.figures(record(0, acc=1.0, question=LOOKUP, pages=on_page(7)))  # pages 1, 2 and 7 are read
     missed = report.figures(record(1, acc=0.0, question=LOOKUP, pages=on_page(5)))

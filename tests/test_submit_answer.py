@@ -34,6 +34,12 @@ def submit_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> An
     entries = [
         {"name": "sub_react", "_target_": "extensions.custom_rollouts.LongWorkflowAgent", "tool_parser": "hermes"},
         {
+            "name": "sub_one_turn",
+            "_target_": "extensions.custom_rollouts.LongWorkflowAgent",
+            "tool_parser": "hermes",
+            "max_assistant_turns": 1,
+        },
+        {
             "name": "sub_fold",
             "_target_": "extensions.folding_loop.FoldingWorkflowAgent",
             "tool_parser": "hermes",
@@ -66,6 +72,25 @@ async def test_a_submit_call_after_another_call_in_one_turn_still_ends_it(submit
     row = Row(await run_batch(submit_worker, {"S-two": [turn]}, [ledger_sample("S-two", "sub_react", OFFERED)]), 0)
     assert row.reason == "final_answer" and row.extras["final_answer_text"] == "#### 214"
     assert row.extras["num_tool_calls"] == 0 and [t["role"] for t in row.extras["turns"]] == ["assistant"]
+
+
+async def test_a_submit_call_on_the_last_allowed_turn_is_the_answer_not_the_limit(submit_worker):
+    script = {"S-last": [tool_call("submit_answer", answer=214)]}
+    row = Row(await run_batch(submit_worker, script, [ledger_sample("S-last", "sub_one_turn", OFFERED)]), 0)
+    assert row.reason == "final_answer" and row.extras["final_answer_text"] == "#### 214"
+    script = {"S-limit": [tool_call("read_page", page=1)]}  # any other call on that turn still meets the limit
+    row = Row(await run_batch(submit_worker, script, [ledger_sample("S-limit", "sub_one_turn", OFFERED)]), 0)
+    assert row.reason == "max_assistant_turns"
+
+
+async def test_an_empty_answer_is_refused_and_the_trajectory_goes_on(submit_worker):
+    tok = submit_worker.tokenizer
+    script = {"S-empty": [tool_call("submit_answer", answer="  "), tool_call("submit_answer", answer=9)]}
+    row = Row(await run_batch(submit_worker, script, [ledger_sample("S-empty", "sub_react", OFFERED)]), 0)
+    assert tok.decode(row.span(row.extras["turns"][1])[0]) == tool_span_text(
+        "error: answer must be one line with the number, got an empty or multi-line string"
+    )
+    assert row.reason == "final_answer" and row.extras["final_answer_text"] == "#### 9"
 
 
 async def test_bad_arguments_are_answered_and_the_trajectory_goes_on(submit_worker):
@@ -103,6 +128,17 @@ async def test_the_folding_loop_ends_on_a_submit_call_in_a_later_segment(submit_
     assert segment.fold_trigger == "context" and [t.role for t in record.turns] == ["assistant"]
     assert record.termination_reason == "final_answer" and Row(out, 0).extras["final_answer_text"] == "#### 214"
     assert submit_worker.tokenizer.decode(record.response_ids) == tool_call("submit_answer", answer=214) + IM_END
+
+
+@pytest.mark.parametrize("turn", ["fold_first", "submit_first"])
+async def test_submit_wins_over_fold_in_either_order(submit_worker, turn):
+    calls = [tool_call("fold"), tool_call("submit_answer", answer=214)]
+    text = "".join(calls if turn == "fold_first" else calls[::-1])
+    item = ledger_sample(f"S-{turn}", "sub_fold", [*OFFERED, "fold"])
+    out = await run_batch(submit_worker, {f"S-{turn}": [text]}, [item])
+    record = to_record(out, 0, submit_worker.tokenizer)
+    assert record.segments == [] and record.termination_reason == "final_answer"
+    assert Row(out, 0).extras["final_answer_text"] == "#### 214"
 
 
 def test_the_answer_line_and_which_call_counts():

@@ -73,6 +73,8 @@ class LedgerSpec:
             raise ConfigError(f"--question must be one of {', '.join(QUESTIONS)}, got {self.question!r}")
         if self.footer not in FOOTERS:
             raise ConfigError(f"--footer must be one of {', '.join(FOOTERS)}, got {self.footer!r}")
+        if self.footer != "read_on" and self.question != "lookup":
+            raise ConfigError(f"--footer {self.footer} shapes lookup pages; --question {self.question} pages have none")
         if self.footer == "submit" and not self.answer_tool:
             raise ConfigError(
                 "--footer submit tells the model to call submit_answer: add --answer-tool, which offers it"
@@ -175,7 +177,10 @@ def page_footer(page: int, pages: int, style: str = "read_on", ref: str = "") ->
     if style == "check":
         if page == pages:
             return f"{where}: this is the last page. If ref {ref} is on it, answer with its amount."
-        return f"{where}. Is ref {ref} on this page? If so, answer with its amount now; if not, call read_page with page {page + 1}."
+        return (
+            f"{where}. Is ref {ref} on this page? If so, answer with its amount now; if not, call read_page with "
+            f"page {page + 1}."
+        )
     if page == pages:
         return f"{where}: this is the last page."
     return f"{where}. To read on, call read_page with page {page + 1}."

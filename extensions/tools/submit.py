@@ -2,19 +2,22 @@
 
 Why: on the lookup ledgers the untrained 0.5B model calls ``read_page`` again even with the asked transaction on
 the page in front of it, and never writes a ``#### N`` line (docs/results/ledger-lookup-h200). Offered a tool to
-answer with, it does call it (``scripts/ledger_needle_probe.py --in-loop --answer-tool``). The pack's loops
-(``LongWorkflowAgent`` and its subclasses) never run the call: a valid one ends the trajectory with
-``final_answer``, its answer recorded as ``#### <answer>`` (``extras.final_answer_text``, what the reward reads)
-and no tool result after it; the turn's other calls are not run, and a call past ``max_parallel_calls`` counts. A call whose arguments do not fit the schema is
-run like any other and answered with what is wrong, and the trajectory goes on. A turn that reaches ``max_assistant_turns`` or ``max_tool_rounds`` ends on that
-limit first, its calls not looked at. Run by a loop that does not know
-it (verl's stock ``ToolAgentLoop``), it answers ``#### <answer>`` as text. Reward per call: none (the outcome
-decides). Offered like any tool: listed in the tool YAML (``tool_configs/ledger.yaml``) and in a sample's
-``tool_selection`` (``python -m extensions.data.ledger --answer-tool``).
+answer with, it does call it (``scripts/ledger_needle_probe.py --in-loop --answer-tool``).
+
+The pack's loops (``LongWorkflowAgent`` and its subclasses) never run the call. A valid one ends the trajectory
+with ``final_answer`` as soon as the turn is parsed, before any turn, tool-round or budget limit and before a
+fold: its answer is recorded as ``#### <answer>`` (``extras.final_answer_text``, what the reward reads), no tool
+result follows it, the turn's other calls are not run, and a call past ``max_parallel_calls`` counts. A call whose
+arguments do not fit the schema, or whose answer is empty, several lines or not finite, is run like any other and
+answered with what is wrong, and the trajectory goes on. Run by a loop that does not know it (verl's stock
+``ToolAgentLoop``), it answers ``#### <answer>`` as text. Reward per call: none (the outcome decides). Offered like
+any tool: listed in the tool YAML (``tool_configs/ledger.yaml``) and in a sample's ``tool_selection``
+(``python -m extensions.data.ledger --answer-tool``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from verl.tools.base_tool import BaseTool
@@ -56,8 +59,17 @@ def submitted_answer(schema: OpenAIFunctionToolSchema, calls: list[Any]) -> str 
             arguments = json.loads(call.arguments)
         except (TypeError, ValueError):
             continue
-        if argument_error(schema, arguments) is None:
+        if argument_error(schema, arguments) is None and answer_problem(arguments["answer"]) is None:
             return answer_line(arguments["answer"])
+    return None
+
+
+def answer_problem(answer: float | str) -> str | None:
+    """Why a well-typed ``answer`` is still no answer (empty, several lines, not finite); None when it is one."""
+    if isinstance(answer, str) and (not answer.strip() or "\n" in answer.strip()):
+        return "error: answer must be one line with the number, got an empty or multi-line string"
+    if not isinstance(answer, str) and not math.isfinite(answer):
+        return f"error: answer must be a finite number, got {answer}"
     return None
 
 
@@ -81,7 +93,10 @@ class SubmitAnswerTool(BaseTool):
     async def execute(
         self, instance_id: str, parameters: dict[str, Any], **kwargs: Any
     ) -> tuple[ToolResponse, float, dict[str, Any]]:
-        """Bad arguments come back as what is wrong; valid ones (a loop that does not end on them) as the answer line."""
+        """Bad arguments come back as what is wrong; valid ones (from a loop that does not end on them) as the
+        answer line."""
         if (bad := bad_arguments(self.tool_schema, parameters)) is not None:
             return bad
+        if (problem := answer_problem(parameters["answer"])) is not None:
+            return ToolResponse(text=problem), 0.0, {"error": "bad_arguments"}
         return ToolResponse(text=answer_line(parameters["answer"])), 0.0, {}

@@ -182,6 +182,8 @@ def test_the_answer_tool_offers_submit_answer_and_says_so_in_the_prompt_and_on_e
         "read_page with page 3.",
         f"End of page 3 of 3: this is the last page. If ref {ref} is on it, call submit_answer with its amount.",
     ]
+    with pytest.raises(ConfigError, match=r"^--footer check shapes lookup pages; --question balance pages have none$"):
+        LedgerSpec(footer="check").check()
     with pytest.raises(ConfigError, match=r"^--footer submit tells the model to call submit_answer: add --answer-tool"):
         LedgerSpec(question="lookup", footer="submit").check()
 
