@@ -25,19 +25,38 @@ import random
 import re
 import sys
 import time
+from collections.abc import Callable
+
+from extensions.data.ledger import FOOTERS
 
 FORMAT = "Answer with the number alone on a last line of the form #### <number>."
+Greedy = Callable[..., str]  # greedy(messages, max_new_tokens, tools=None) -> the reply's text
 
 
-def probe(model_dir: str, per_page: int, count: int, *, quiet: bool = False) -> tuple[int, int]:
-    """(answers whose last number is the amount, of those the ones written as ``#### N``) over ``count`` pages."""
+def load_greedy(model_dir: str) -> Greedy:
+    """The model, loaded once for every probe of a run: a function from chat messages to its greedy reply."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from extensions.data.ledger import LedgerSpec, make_ledger, question_text
-
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+
+    def greedy(messages: list[dict], max_new_tokens: int, tools: list[dict] | None = None) -> str:
+        text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+        ids = torch.tensor([tok.encode(text, add_special_tokens=False)])
+        with torch.no_grad():
+            out = model.generate(
+                ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=False
+            )
+        return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+
+    return greedy
+
+
+def probe(greedy: Greedy, per_page: int, count: int, *, quiet: bool = False) -> tuple[int, int]:
+    """(answers whose last number is the amount, of those the ones written as ``#### N``) over ``count`` pages."""
+    from extensions.data.ledger import LedgerSpec, make_ledger, question_text
+
     right = strict = 0
     for i in range(count):
         spec = LedgerSpec(pages=3, per_page=per_page, accounts=6, question="lookup")
@@ -48,11 +67,7 @@ def probe(model_dir: str, per_page: int, count: int, *, quiet: bool = False) -> 
             {"role": "system", "content": FORMAT},
             {"role": "user", "content": ledger.pages[page - 1] + "\n\n" + question},
         ]
-        text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        ids = torch.tensor([tok.encode(text, add_special_tokens=False)])
-        with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=48, do_sample=False)
-        reply = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        reply = greedy(messages, 48)
         numbers = re.findall(r"-?\d+", reply)
         ok = bool(numbers) and int(numbers[-1]) == amount
         right += ok
@@ -63,7 +78,7 @@ def probe(model_dir: str, per_page: int, count: int, *, quiet: bool = False) -> 
 
 
 def in_loop_probe(
-    model_dir: str,
+    greedy: Greedy,
     per_page: int,
     count: int,
     footer: str,
@@ -77,15 +92,10 @@ def in_loop_probe(
     (calls a tool again)."""
     import json
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from extensions.data.ledger import LedgerSpec, make_ledger, question_text
     from extensions.tools.ledger import ReadPageTool
     from extensions.tools.submit import SubmitAnswerTool
 
-    tok = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     classes = [ReadPageTool, SubmitAnswerTool] if answer_tool else [ReadPageTool]
     tools = [c({"type": "native"}).tool_schema.model_dump(exclude_unset=True, exclude_none=True) for c in classes]
     spec = LedgerSpec(
@@ -108,11 +118,7 @@ def in_loop_probe(
                 {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
             )
             messages.append({"role": "tool", "content": ledger.pages[k - 1]})
-        text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
-        ids = torch.tensor([tok.encode(text, add_special_tokens=False)])
-        with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=64, do_sample=False)
-        reply = tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        reply = greedy(messages, 64, tools)
         numbers = re.findall(r"-?\d+", reply)
         submitted = re.search(r'"submit_answer",\s*"arguments":\s*\{"answer":\s*"?(-?\d+)', reply)
         if submitted:  # the loop ends on the first valid call: its number is the answer
@@ -138,7 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=16)
     parser.add_argument("--quiet", action="store_true")
     parser.add_argument("--in-loop", action="store_true", help="the needle's page as the last read_page result")
-    parser.add_argument("--footer", nargs="+", default=["read_on"], help="--in-loop: page footer styles to compare")
+    parser.add_argument(
+        "--footer", nargs="+", choices=FOOTERS, default=["read_on"], help="--in-loop: page footer styles to compare"
+    )
     parser.add_argument("--answer-tool", action="store_true", help="--in-loop: offer submit_answer (--footer submit)")
     parser.add_argument(
         "--pages",
@@ -152,13 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         from extensions.backends.embedded_model import ensure_embedded_model
 
         args.model = str(ensure_embedded_model())
+    greedy = load_greedy(args.model)
     if args.in_loop:
         for per_page in args.per_page:
             for footer in args.footer:
                 for pages in args.pages:
                     started = time.perf_counter()
                     counts = in_loop_probe(
-                        args.model,
+                        greedy,
                         per_page,
                         args.count,
                         footer,
@@ -174,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for per_page in args.per_page:
         started = time.perf_counter()
-        right, strict = probe(args.model, per_page, args.count, quiet=args.quiet)
+        right, strict = probe(greedy, per_page, args.count, quiet=args.quiet)
         print(
             f"per_page {per_page}: {right}/{args.count} right ({strict} as '#### N'), "
             f"{time.perf_counter() - started:.0f} s",

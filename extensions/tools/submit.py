@@ -17,6 +17,7 @@ any tool: listed in the tool YAML (``tool_configs/ledger.yaml``) and in a sample
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -24,7 +25,7 @@ from verl.tools.base_tool import BaseTool
 from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from verl.utils.rollout_trace import rollout_trace_op
 
-from extensions.tools.schema import argument_error, bad_arguments, schema_from_function
+from extensions.tools.schema import argument_error, schema_from_function
 
 NAME = "submit_answer"
 
@@ -50,8 +51,6 @@ def answer_line(answer: float | str) -> str:
 def submitted_answer(schema: OpenAIFunctionToolSchema, calls: list[Any]) -> str | None:
     """The ``#### <answer>`` line of the turn's first valid ``submit_answer`` call (verl ``FunctionCall`` s, their
     ``arguments`` a JSON string), or None when the turn has none."""
-    import json
-
     for call in calls:
         if call.name != NAME:
             continue
@@ -59,13 +58,17 @@ def submitted_answer(schema: OpenAIFunctionToolSchema, calls: list[Any]) -> str 
             arguments = json.loads(call.arguments)
         except (TypeError, ValueError):
             continue
-        if argument_error(schema, arguments) is None and answer_problem(arguments["answer"]) is None:
+        if answer_error(schema, arguments) is None:
             return answer_line(arguments["answer"])
     return None
 
 
-def answer_problem(answer: float | str) -> str | None:
-    """Why a well-typed ``answer`` is still no answer (empty, several lines, not finite); None when it is one."""
+def answer_error(schema: OpenAIFunctionToolSchema, arguments: Any) -> str | None:
+    """Why ``arguments`` are no answer: they do not fit the schema, or the answer is empty, several lines or not
+    finite; None when they are one. The one check of the loops' ending and of ``execute``."""
+    if (problem := argument_error(schema, arguments)) is not None:
+        return problem
+    answer = arguments["answer"]
     if isinstance(answer, str) and (not answer.strip() or "\n" in answer.strip()):
         return "error: answer must be one line with the number, got an empty or multi-line string"
     if not isinstance(answer, str) and not math.isfinite(answer):
@@ -95,8 +98,6 @@ class SubmitAnswerTool(BaseTool):
     ) -> tuple[ToolResponse, float, dict[str, Any]]:
         """Bad arguments come back as what is wrong; valid ones (from a loop that does not end on them) as the
         answer line."""
-        if (bad := bad_arguments(self.tool_schema, parameters)) is not None:
-            return bad
-        if (problem := answer_problem(parameters["answer"])) is not None:
+        if (problem := answer_error(self.tool_schema, parameters)) is not None:
             return ToolResponse(text=problem), 0.0, {"error": "bad_arguments"}
         return ToolResponse(text=answer_line(parameters["answer"])), 0.0, {}
