@@ -10,7 +10,8 @@
 # 2. beside it, the rollout driver on the same held-out ledgers: ReAct in the 4K window (truncated,
 #    the baseline) and in a 24K one (wide, the upper bound); then the ask_hinted variant of the ask-user task
 #    (LEDGER_VARIANTS, ASK_VARIANTS and SIDE pass on to scripts/gpu/side_runs.sh).
-# Not run yet, so the sizes are a guess: a trajectory that reads all 20 pages puts ~14.4K page tokens
+# Run once, with LEDGER_QUESTION=lookup on an H200 (docs/results/ledger-lookup-h200: 18-64 s a step at 8 x 4, 19
+# steps in the hold). For the balance question the sizes are still a guess: a trajectory that reads all 20 pages puts ~14.4K page tokens
 # (Qwen2.5 tokenizer, 721 a page) plus its segments' prompts into its training rows, ~17K tokens; the
 # experiment's 16 prompts x 8 would be ~2.2M tokens a step once the policy reads everything (the actor
 # alone ~54 ms per 1,000 tokens on an H100: docs/benchmarks/training_step.md), far past one hold. Here:

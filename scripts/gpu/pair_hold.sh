@@ -4,7 +4,8 @@
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/pair_hold.sh
 #   OUT=$OUT bash scripts/gpu/pair_hold.sh status [SECONDS]   # polls, back to back: waits SECONDS (0), then
 #       each part's progress; $OUT gets setup.log, ledger_fold.tgz, side_ledger.tgz, side_ask.tgz, engines.tgz
-# GPU $LEDGER_GPU (1), context folding on the lookup ledgers (LEDGER_QUESTION=lookup, LEDGER_FOOTER): ledger_hold.sh,
+# GPU $LEDGER_GPU (1), context folding on the lookup ledgers (LEDGER_QUESTION=lookup; LEDGER_ANSWER and
+#   LEDGER_FOOTER pass on to experiments/ledger_folding/task.sh): ledger_hold.sh,
 #   the folding loop trained for $STEPS (30) GRPO steps, validated before and after ("folding, untrained" and
 #   "trained"), and beside it ReAct truncated (4K window) and wide (24K) on the same 128 held-out ledgers.
 # GPU $ENGINES_GPU (0), SGLang and the ask-user task: engines_side_by_side.sh bg (5 training steps with
