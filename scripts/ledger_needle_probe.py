@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable
 
-from extensions.data.ledger import FOOTERS
+from extensions.data.ledger import FOOTERS, REF_STYLES
 
 FORMAT = "Answer with the number alone on a last line of the form #### <number>."
 Greedy = Callable[..., str]  # greedy(messages, max_new_tokens, tools=None) -> the reply's text
@@ -85,6 +85,7 @@ def in_loop_probe(
     *,
     pages: int = 60,
     answer_tool: bool = False,
+    ref_style: str = "number",
     quiet: bool = False,
 ) -> dict[str, int]:
     """Counts of what the model does once the needle's page is the last tool result: ``right`` (its last number is
@@ -99,7 +100,13 @@ def in_loop_probe(
     classes = [ReadPageTool, SubmitAnswerTool] if answer_tool else [ReadPageTool]
     tools = [c({"type": "native"}).tool_schema.model_dump(exclude_unset=True, exclude_none=True) for c in classes]
     spec = LedgerSpec(
-        pages=pages, per_page=per_page, accounts=6, question="lookup", footer=footer, answer_tool=answer_tool
+        pages=pages,
+        per_page=per_page,
+        accounts=6,
+        question="lookup",
+        footer=footer,
+        answer_tool=answer_tool,
+        ref_style=ref_style,
     )
     counts = {"right": 0, "strict": 0, "wrong": 0, "read_on": 0}
     seed = 0
@@ -107,12 +114,12 @@ def in_loop_probe(
         while True:  # the same ledgers for every footer: the draws do not depend on it
             ledger = make_ledger(random.Random(f"needle-loop/{per_page}/{seed}"), spec)
             seed += 1
-            if ledger.needle[2] <= 4:
+            if ledger.needle[2] <= 4 or footer == "end":
                 break
         ref, amount, page = ledger.needle
-        system, question = question_text(ledger, answer_tool=answer_tool)
+        system, question = question_text(ledger, answer_tool=answer_tool, footer=footer)
         messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-        for k in range(1, page + 1):
+        for k in range(1, (pages if footer == "end" else page) + 1):  # end: every page, the answer comes after
             call = {"name": "read_page", "arguments": {"page": k}}
             messages.append(
                 {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
@@ -148,6 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         "--footer", nargs="+", choices=FOOTERS, default=["read_on"], help="--in-loop: page footer styles to compare"
     )
     parser.add_argument("--answer-tool", action="store_true", help="--in-loop: offer submit_answer (--footer submit)")
+    parser.add_argument("--ref-style", choices=REF_STYLES, default="number", help="--in-loop: memo references")
     parser.add_argument(
         "--pages",
         type=int,
@@ -173,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                         footer,
                         pages=pages,
                         answer_tool=args.answer_tool,
+                        ref_style=args.ref_style,
                         quiet=args.quiet,
                     )
                     print(

@@ -49,9 +49,26 @@ TOOL = "read_page"
 FOLD_TOOL = "fold"  # extensions/tools/fold.py (not imported: data prep loads no verl)
 SUBMIT_TOOL = "submit_answer"  # extensions/tools/submit.py
 QUESTIONS = ("balance", "lookup")
-FOOTERS = ("read_on", "check", "submit")  # a lookup page's last line: page_footer
+FOOTERS = ("read_on", "check", "submit", "end")  # a lookup page's last line: page_footer
 KINDS = ("deposit", "withdrawal")
 PAYEES = ("Northwind", "Contoso", "Fabrikam", "Tailspin", "Litware", "Adatum", "Proseware", "Wingtip")
+REF_STYLES = ("number", "word", "flag")  # the asked transaction: by ref 123456, by ref amber-falcon, or its flag
+FLAG = "DISPUTED"  # ref style flag: the asked transaction's line ends with " | DISPUTED"
+COLOURS = ("amber", "azure", "coral", "crimson", "golden", "indigo", "ivory", "jade", "lemon", "lilac", "olive", "plum")
+ANIMALS = (
+    "badger",
+    "falcon",
+    "heron",
+    "lynx",
+    "marten",
+    "otter",
+    "panda",
+    "raven",
+    "salmon",
+    "tiger",
+    "walrus",
+    "zebra",
+)
 PURPOSES = ("invoice", "refund", "payroll", "rent", "supplies", "licence", "freight", "consulting", "repairs")
 
 
@@ -67,6 +84,7 @@ class LedgerSpec:
     question: str = "balance"  # or "lookup": the amount of the transaction with a given memo reference
     footer: str = "read_on"  # lookup: what each page's last line says (page_footer)
     answer_tool: bool = False  # answer with a submit_answer call instead of a `#### N` line
+    ref_style: str = "number"  # lookup: how a memo names its reference (REF_STYLES)
 
     def check(self) -> None:
         if self.question not in QUESTIONS:
@@ -75,9 +93,15 @@ class LedgerSpec:
             raise ConfigError(f"--footer must be one of {', '.join(FOOTERS)}, got {self.footer!r}")
         if self.footer != "read_on" and self.question != "lookup":
             raise ConfigError(f"--footer {self.footer} shapes lookup pages; --question {self.question} pages have none")
-        if self.footer == "submit" and not self.answer_tool:
+        if self.ref_style not in REF_STYLES:
+            raise ConfigError(f"--ref-style must be one of {', '.join(REF_STYLES)}, got {self.ref_style!r}")
+        if self.ref_style != "number" and self.question != "lookup":
             raise ConfigError(
-                "--footer submit tells the model to call submit_answer: add --answer-tool, which offers it"
+                f"--ref-style {self.ref_style} names lookup references; --question {self.question} asks none"
+            )
+        if self.footer in ("submit", "end") and not self.answer_tool:
+            raise ConfigError(
+                f"--footer {self.footer} tells the model to call submit_answer: add --answer-tool, which offers it"
             )
         if self.question == "lookup" and self.target_transactions is not None:
             raise ConfigError("--target-transactions shapes the balance question; --question lookup takes none")
@@ -103,6 +127,7 @@ class Ledger:
     balance: int
     transactions: int
     needle: tuple[str, int, int] | None = None  # lookup: (memo reference, amount, page)
+    flagged: bool = False  # lookup, ref style flag: the needle's line carries FLAG, and the question asks for it
 
     @property
     def answer(self) -> int:
@@ -134,6 +159,7 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
             kind, amount = rng.choice(KINDS), rng.randint(1, 400)
             purpose, number_in_memo, payee = rng.choice(PURPOSES), rng.randint(1000, 9999), rng.choice(PAYEES)
             ref = rng.randint(10**5, 10**6 - 1)  # drawn in the order of earlier versions: the same ledgers
+            ref = word_ref(ref) if spec.ref_style == "word" else ref  # flag: kept, the flag is added below
             memo = f"{purpose} {number_in_memo} {payee} ref {ref}"
             refs.append((str(ref), amount, page))
             lines.append(f"T{number:05d} | day {rng.randint(1, 365)} | {holder} | {kind} | {amount} | {memo}")
@@ -148,8 +174,20 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
         if not unique:
             raise LongflowError(f"no transaction of this {n_pages}-page ledger has a memo reference of its own")
         needle = rng.choice(unique)
-        pages = [page + "\n" + page_footer(k, n_pages, spec.footer, needle[0]) for k, page in enumerate(pages, 1)]
-    return Ledger(pages, account, opening, balance, count, needle)
+        target = f"ref {needle[0]}"
+        if spec.ref_style == "flag":
+            k, line = needle[2] - 1, f" ref {needle[0]}"
+            pages[k] = "\n".join(f"{x} | {FLAG}" if x.endswith(line) else x for x in pages[k].split("\n"))
+            target = f"the {FLAG} transaction"
+        pages = [page + "\n" + page_footer(k, n_pages, spec.footer, target) for k, page in enumerate(pages, 1)]
+    return Ledger(pages, account, opening, balance, count, needle, spec.ref_style == "flag")
+
+
+def word_ref(number: int) -> str:
+    """A memo reference in words, from the drawn number (so word ledgers are the number ledgers, renamed): the
+    untrained 0.5B model, asked for the amount of ref 123456 among lines full of digits, answered with a reference
+    number 7 times in 10 (scripts/ledger_needle_probe.py); a word pair stands out from the numbers around it."""
+    return f"{COLOURS[number % len(COLOURS)]}-{ANIMALS[number // len(COLOURS) % len(ANIMALS)]}"
 
 
 SYSTEM = (
@@ -160,25 +198,34 @@ SYSTEM = (
 )
 
 
-def page_footer(page: int, pages: int, style: str = "read_on", ref: str = "") -> str:
+def page_footer(page: int, pages: int, style: str = "read_on", target: str = "") -> str:
     """The last line of a lookup ledger's page. ``read_on``: where the reader is and which call reads on (the
     untrained 0.5B model read page 1 over and over without it: docs/results/ledger-folding-cpu, run 6).
     ``check``: also asks whether the page holds the reference, and says to answer now if it does (with
     ``read_on`` the model read on past the transaction's page: runs 8 and 9). ``submit``: the same, answering
-    with a ``submit_answer`` call (``--answer-tool``). None says where it is."""
+    with a ``submit_answer`` call (``--answer-tool``). ``end``: read on to the last page, which says to answer
+    with ``submit_answer`` (the untrained model reads on and does not stop at the transaction's page: it answers
+    where the page tells it to). None says where it is."""
     where = f"End of page {page} of {pages}"
+    if style == "end":
+        if page == pages:
+            return (
+                f"{where}: this is the last page. Now call submit_answer with the amount of "
+                f"{target if target.startswith('the ') else 'the transaction with ' + target}."
+            )
+        return f"{where}. Call read_page with page {page + 1}."
     if style == "submit":
         if page == pages:
-            return f"{where}: this is the last page. If ref {ref} is on it, call submit_answer with its amount."
+            return f"{where}: this is the last page. If {target} is on it, call submit_answer with its amount."
         return (
-            f"{where}. If ref {ref} is on this page, call submit_answer with its amount; if not, call read_page "
+            f"{where}. If {target} is on this page, call submit_answer with its amount; if not, call read_page "
             f"with page {page + 1}."
         )
     if style == "check":
         if page == pages:
-            return f"{where}: this is the last page. If ref {ref} is on it, answer with its amount."
+            return f"{where}: this is the last page. If {target} is on it, answer with its amount."
         return (
-            f"{where}. Is ref {ref} on this page? If so, answer with its amount now; if not, call read_page with "
+            f"{where}. Is {target} on this page? If so, answer with its amount now; if not, call read_page with "
             f"page {page + 1}."
         )
     if page == pages:
@@ -195,16 +242,30 @@ SYSTEM_LOOKUP = (
 
 
 ANSWER_BY_TOOL = "When you have found the answer, call submit_answer with it (the number only); that ends the task."
+SYSTEM_TO_THE_END = (  # footer "end": every page is read, the answer comes after the last one
+    "You are a careful bookkeeper. The ledger is too long to read at once: call read_page with a page number to "
+    "read one page at a time, in order, up to the last page, and remember the transaction you are asked about when "
+    'you see it. To read page 1, reply with exactly <tool_call>{"name": "read_page", "arguments": {"page": 1}}'
+    "</tool_call> and nothing else. After the last page, call submit_answer with the answer (the number only); "
+    "that ends the task."
+)
 
 
-def question_text(ledger: Ledger, *, answer_tool: bool = False) -> tuple[str, str]:
+def question_text(ledger: Ledger, *, answer_tool: bool = False, footer: str = "read_on") -> tuple[str, str]:
     """The system prompt and the question of a ledger's sample; ``answer_tool``: the prompt says to answer with a
-    ``submit_answer`` call instead of a ``####`` line."""
+    ``submit_answer`` call instead of a ``####`` line; footer ``end``: after reading every page."""
     system, question = _question_text(ledger)
+    if footer == "end":
+        return SYSTEM_TO_THE_END, question
     return (system.replace(ANSWER_FORMAT, ANSWER_BY_TOOL) if answer_tool else system), question
 
 
 def _question_text(ledger: Ledger) -> tuple[str, str]:
+    if ledger.flagged:
+        return SYSTEM_LOOKUP, (
+            f"The ledger has {len(ledger.pages)} pages. Exactly one transaction in it is marked {FLAG} at the end "
+            f"of its line. What is the amount of that transaction (its Amount column)?"
+        )
     if ledger.needle is not None:
         return SYSTEM_LOOKUP, (
             f"The ledger has {len(ledger.pages)} pages. Exactly one transaction in it has the memo reference "
@@ -221,7 +282,7 @@ def build_row(
     ledger: Ledger, spec: LedgerSpec, *, index: int, split: str, agent_name: str, fold_tool: bool = False
 ) -> dict[str, Any]:
     """One verl sample; ``fold_tool`` also offers ``fold`` (``extensions/tools/fold.py``)."""
-    system, question = question_text(ledger, answer_tool=spec.answer_tool)
+    system, question = question_text(ledger, answer_tool=spec.answer_tool, footer=spec.footer)
     extra_info = {
         "split": split,
         "index": index,
@@ -310,12 +371,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=FOOTERS,
         default="read_on",
         help="lookup: each page's last line; read_on names the next call, check also asks whether the page holds "
-        "the reference and says to answer now if it does, submit says to answer with submit_answer (--answer-tool)",
+        "the reference and says to answer now if it does, submit says to answer with submit_answer (--answer-tool), "
+        "end says to read on to the last page and answer there with submit_answer (--answer-tool)",
     )
     parser.add_argument(
         "--answer-tool",
         action="store_true",
         help="offer submit_answer (tool_configs/ledger.yaml) and say to answer with it instead of a '#### N' line",
+    )
+    parser.add_argument(
+        "--ref-style",
+        choices=REF_STYLES,
+        default="number",
+        help="lookup: a memo reference as a 6-digit number (ref 123456) or a word pair (ref amber-falcon)",
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agent-name", default="folding_workflow", help="agent loop name for the agent_name column")
@@ -331,6 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.question,
             args.footer,
             args.answer_tool,
+            args.ref_style,
         )
         prepare(
             args.output_dir,

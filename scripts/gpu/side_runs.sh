@@ -39,14 +39,14 @@ run)
   for variant in $variants; do
     case $variant in
       truncated) args=(--force-agent-name react) ;;
-      wide) args=(--force-agent-name react data.max_response_length=23552 actor_rollout_ref.rollout.response_length=23552) ;;
+      wide) args=(--force-agent-name react data.max_response_length=$WIDE_RESPONSE actor_rollout_ref.rollout.response_length=$WIDE_RESPONSE) ;;
       fold) args=(--force-agent-name "$FOLD_LOOP") ;;
       *) echo "LEDGER_VARIANTS: unknown variant $variant (truncated, wide, fold)"; continue ;;
     esac
     echo "== ledger $variant $(date +%T)"
     python3 -m extensions.rollout experiments/ledger_folding --backend vllm --data "$data/test.parquet" \
       --limit "${LEDGERS:-64}" --batch-size "${LEDGERS:-64}" --out "$SIDE/ledger/$variant" \
-      actor_rollout_ref.rollout.temperature=0 "${args[@]}" "${VLLM_SHARE[@]}"
+      actor_rollout_ref.rollout.temperature=0 $WINDOW_ARGS "${args[@]}" "${VLLM_SHARE[@]}"
     echo "ledger $variant rc $? $(date +%T)"
   done
   if [ "${ASK_VARIANTS:-}" = none ]; then echo "side runs done $(date +%T)"; exit 0; fi

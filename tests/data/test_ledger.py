@@ -194,9 +194,9 @@ def test_an_unknown_footer_is_an_error_naming_the_valid_ones(tmp_path, capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err  # Python 3.12 quotes the choices, 3.11 does not
     assert re.search(
-        r"argument --footer: invalid choice: 'shout' \(choose from '?read_on'?, '?check'?, '?submit'?\)", err
+        r"argument --footer: invalid choice: 'shout' \(choose from '?read_on'?, '?check'?, '?submit'?, '?end'?\)", err
     )
-    with pytest.raises(ConfigError, match=r"^--footer must be one of read_on, check, submit, got 'shout'$"):
+    with pytest.raises(ConfigError, match=r"^--footer must be one of read_on, check, submit, end, got 'shout'$"):
         LedgerSpec(question="lookup", footer="shout").check()
 
 
@@ -247,7 +247,11 @@ def tokenizer():
 
 @pytest.mark.parametrize(
     ("question", "loop", "form", "pages"),
-    [("", "folding_workflow", "balance", 20), ("lookup", "folding_lookup", "lookup", 60)],
+    [
+        ("", "folding_workflow", "balance", 20),
+        ("lookup", "folding_lookup", "lookup", 60),
+        ("flagged", "folding_flagged", "lookup", 30),
+    ],
 )
 def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path, question, loop, form, pages):
     """experiments/ledger_folding/task.sh: LEDGER_QUESTION picks the ledgers' shape and the folding loop."""
@@ -260,14 +264,20 @@ def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path
     script = (
         "source experiments/ledger_folding/task.sh && "
         f'"{sys.executable}" -m extensions.data.ledger --output-dir "{tmp_path}" --split test --count 2 '
-        '--agent-name "$FOLD_LOOP" $LEDGER_ARGS'
+        '--agent-name "$FOLD_LOOP" $LEDGER_ARGS && echo "$WINDOW_ARGS"'
     )
     env = {"PATH": "/usr/bin:/bin", "LEDGER_QUESTION": question}
-    subprocess.run(["bash", "-c", script], check=True, cwd=ROOT, env=env, capture_output=True)
+    run = subprocess.run(["bash", "-c", script], check=True, cwd=ROOT, env=env, capture_output=True, text=True)
+    window = run.stdout.split()  # the preset's window overrides, for every variant
     rows = pq.read_table(tmp_path / "test.parquet").to_pylist()
     assert {r["agent_name"] for r in rows} == {loop} and {r["extra_info"]["question_form"] for r in rows} == {form}
     assert len(rows[0]["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]) == pages
     tools = ["read_page", "submit_answer"] if form == "lookup" else ["read_page"]  # lookup answers with a call
     assert rows[0]["extra_info"]["tool_selection"] == tools
-    cfg = composed("ledger_folding", f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}")
+    cfg = composed("ledger_folding", f"actor_rollout_ref.rollout.agent.default_agent_loop={loop}", *window)
     assert loop in agent_loop_names(cfg) and check_composed(cfg, "ledger_folding") == []
+    if question == "flagged":  # a 2K window, and the flagged transaction's line says so
+        assert cfg.actor_rollout_ref.rollout.prompt_length + cfg.actor_rollout_ref.rollout.response_length == 2048
+        needle = rows[0]["extra_info"]["needle_page"]
+        page = rows[0]["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"][needle - 1]
+        assert len(re.findall(r"^T\d{5} \|.* ref \d{6} \| DISPUTED$", page, re.MULTILINE)) == 1
