@@ -30,6 +30,7 @@ FIELDS = ["variant", "trajectories", "accuracy", "answered", "distinct_pages_mea
           "read_all_pages", "segments_mean", "summary_turns", "summaries_tagged", "summaries_calling_a_tool",
           "needle_reached", "accuracy_when_reached", "termination_reasons"]  # fmt: skip
 NEEDLE = re.compile(r"has the memo reference ref (\d{6})\.")
+FLAGGED = "is marked DISPUTED at the end of its line"  # extensions/data/ledger.py, --ref-style flag
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -69,10 +70,13 @@ def pages_read(record: dict[str, Any]) -> list[int]:
 def needle_page(record: dict[str, Any]) -> int | None:
     """The page of the asked transaction of a lookup ledger (from the question and the pages), else None."""
     question = next((m["content"] for m in record.get("raw_prompt") or [] if m["role"] == "user"), "")
-    if (match := NEEDLE.search(question)) is None:
+    if FLAGGED in question:  # --ref-style flag: the transaction's line ends with the flag
+        line = re.compile(r"^T\d+ \|.* \| DISPUTED$", re.MULTILINE)
+    elif (match := NEEDLE.search(question)) is not None:
+        line = re.compile(rf"^T\d+ \|.* ref {match[1]}$", re.MULTILINE)  # a transaction's line, not a footer naming it
+    else:
         return None
     pages = record["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
-    line = re.compile(rf"^T\d+ \|.* ref {match[1]}$", re.MULTILINE)  # a transaction's line, not a footer naming it
     return next((k for k, page in enumerate(pages, start=1) if line.search(page)), None)
 
 

@@ -17,7 +17,7 @@
 #   submit_answer (scripts/ledger_needle_probe.py --in-loop; docs/results/ledger-lookup-h200). In the loop at
 #   temperature 1.0 on CPU it answered with the tool in 14 of 24 trajectories, all wrong (ledger-folding-cpu, runs 10-11).
 # LEDGER_QUESTION=flagged: the amount of the one transaction marked DISPUTED at the end of its line (--ref-style
-#   flag; the untrained 0.5B answered with another reference number 7 times in 10 when asked for ref 123456), answered
+#   flag; asked for ref 123456 after reading every page, the untrained 0.5B submitted 123456 itself 8 times in 11), answered
 #   with submit_answer as soon as it is found, in a 2K window (800 prompt + 1248 response; the prompt is 389 tokens,
 #   a folded segment's up to ~770 with the summary and the last page):
 #   30 pages of 4 lines, 7.1K page tokens, 3.5 windows. Training ledgers have 1 to 30 pages (LEDGER_TRAIN_ARGS:
@@ -27,7 +27,7 @@
 # LEDGER_SHAPE replaces the default shape (pages, per-page, accounts, target transactions); the question is
 # always LEDGER_QUESTION's. Also set: LEDGER_TRAIN_ARGS (options for the train split only), WINDOW_ARGS (hydra
 # overrides of the window, for every variant) and WIDE_RESPONSE (the wide variant's response length).
-LEDGER_TRAIN_ARGS="" WINDOW_ARGS="" WIDE_RESPONSE=23552
+LEDGER_TRAIN_ARGS=${LEDGER_TRAIN_ARGS:-} WINDOW_ARGS="" WIDE_RESPONSE=23552
 case ${LEDGER_QUESTION:-balance} in
   balance) LEDGER_ARGS="${LEDGER_SHAPE:---pages 20 --per-page 16 --accounts 6 --target-transactions 3} --question balance"
            FOLD_LOOP=folding_workflow ;;
@@ -39,7 +39,7 @@ case ${LEDGER_QUESTION:-balance} in
           LEDGER_ARGS="${LEDGER_SHAPE:---pages 60 --per-page 4 --accounts 6} --question lookup $answer"
           FOLD_LOOP=folding_lookup ;;
   flagged) LEDGER_ARGS="${LEDGER_SHAPE:---pages 30 --per-page 4 --accounts 6} --question lookup --ref-style flag --answer-tool --footer submit"
-           LEDGER_TRAIN_ARGS="--min-pages 1"
+           LEDGER_TRAIN_ARGS=${LEDGER_TRAIN_ARGS:---min-pages 1}   # --min-pages 30: train on held-out-sized ledgers
            WINDOW_ARGS="data.max_prompt_length=800 data.max_response_length=1248 actor_rollout_ref.rollout.prompt_length=800 actor_rollout_ref.rollout.response_length=1248"
            WIDE_RESPONSE=8192   # 30 pages of ~270 tokens with their calls
            FOLD_LOOP=folding_flagged ;;

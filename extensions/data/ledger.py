@@ -185,8 +185,9 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
 
 def word_ref(number: int) -> str:
     """A memo reference in words, from the drawn number (so word ledgers are the number ledgers, renamed): the
-    untrained 0.5B model, asked for the amount of ref 123456 among lines full of digits, answered with a reference
-    number 7 times in 10 (scripts/ledger_needle_probe.py); a word pair stands out from the numbers around it."""
+    untrained 0.5B model, asked for the amount of ref 123456 among lines full of digits, submitted 123456 itself 8 times
+    in 11 (docs/results/ledger-flagged-h200); a word pair stands out from the numbers around it (it did not help: 0 of
+    8 right there: other lines' amounts or memo numbers)."""
     return f"{COLOURS[number % len(COLOURS)]}-{ANIMALS[number // len(COLOURS) % len(ANIMALS)]}"
 
 
