@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import random
 from pathlib import Path
 
 from tests.scripts import load_script
@@ -130,3 +131,15 @@ def test_a_submit_answer_call_that_ended_the_trajectory_counts_as_an_answer() ->
     assert not report.answered(
         '<tool_call>\n{"name": "read_page", "arguments": {"page": 2}}\n</tool_call>', "final_answer"
     )
+
+
+def test_a_flagged_ledgers_needle_is_the_line_that_ends_with_the_flag() -> None:
+    """--ref-style flag: the question names no reference; the transaction's line ends with ``| DISPUTED``, and the
+    footers (which name the flag too) do not count."""
+    from extensions.data.ledger import LedgerSpec, make_ledger, question_text
+
+    report = load_script("ledger_report")
+    spec = LedgerSpec(pages=6, per_page=4, question="lookup", ref_style="flag", footer="submit", answer_tool=True)
+    ledger = make_ledger(random.Random("ledger/test/0/1"), spec)
+    flagged = report.figures(record(0, acc=0.0, question=question_text(ledger)[1], pages=ledger.pages))
+    assert ledger.needle[2] > 1 and flagged["needle_page"] == ledger.needle[2]  # not page 1, whose footer names it

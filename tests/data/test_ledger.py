@@ -281,3 +281,79 @@ def test_the_experiments_task_presets_write_ledgers_for_their_fold_loop(tmp_path
         needle = rows[0]["extra_info"]["needle_page"]
         page = rows[0]["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"][needle - 1]
         assert len(re.findall(r"^T\d{5} \|.* ref \d{6} \| DISPUTED$", page, re.MULTILINE)) == 1
+
+
+def test_the_flag_style_marks_the_asked_line_and_changes_no_draw(tmp_path):
+    """--ref-style flag: the same ledger as by reference, with ``| DISPUTED`` on the asked line alone, and a question
+    and footers that ask for the flagged transaction instead of a reference."""
+    number = make_ledger(random.Random("ledger/test/0/5"), LedgerSpec(pages=4, per_page=4, question="lookup"))
+    spec = LedgerSpec(pages=4, per_page=4, question="lookup", ref_style="flag", footer="submit", answer_tool=True)
+    path = prepare(tmp_path, split="test", count=6, spec=spec, agent_name="react")
+    row = pq.read_table(path).to_pylist()[5]
+    flag = make_ledger(random.Random("ledger/test/0/5"), spec)
+    assert flag.needle == number.needle and flag.flagged and not number.flagged
+    ref, amount, page = flag.needle
+    lines = [line for p in flag.pages for line in p.splitlines()]
+    flagged = [line for line in lines if line.endswith(" | DISPUTED")]
+    assert len(flagged) == 1 and flagged[0].split(" | ")[4] == str(amount)  # the Amount column holds the answer
+    assert flagged[0].removesuffix(" | DISPUTED") in number.pages[page - 1]
+    assert [line for line in lines if line.startswith("T")] == [
+        line + (" | DISPUTED" if line.endswith(f" ref {ref}") else "")
+        for p in number.pages
+        for line in p.splitlines()
+        if line.startswith("T")
+    ]
+    assert row["prompt"][1]["content"] == (
+        "The ledger has 4 pages. Exactly one transaction in it is marked DISPUTED at the end of its line. "
+        "What is the amount of that transaction (its Amount column)?"
+    )
+    assert row["reward_model"]["ground_truth"] == str(amount) and row["extra_info"]["needle_page"] == page
+    assert flag.pages[0].rsplit("\n", 1)[1] == (
+        "End of page 1 of 4. If the DISPUTED transaction is on this page, call submit_answer with its amount; if "
+        "not, call read_page with page 2."
+    )
+
+
+def test_word_references_rename_the_number_references():
+    from extensions.data.ledger import word_ref
+
+    assert (word_ref(0), word_ref(13), word_ref(12 * 12 + 11)) == ("amber-badger", "azure-falcon", "plum-badger")
+    number = make_ledger(random.Random("ledger/test/0/2"), LedgerSpec(pages=3, per_page=4, question="lookup"))
+    word = make_ledger(
+        random.Random("ledger/test/0/2"), LedgerSpec(pages=3, per_page=4, question="lookup", ref_style="word")
+    )
+    assert re.fullmatch(r"[a-z]+-[a-z]+", word.needle[0]) and word.needle[1:] == number.needle[1:]
+    assert [re.sub(r" ref \S+$", "", line, flags=re.M) for line in word.pages] == [
+        re.sub(r" ref \S+$", "", line, flags=re.M) for line in number.pages
+    ]
+    assert (
+        word.needle[0] == word_ref(int(number.needle[0]))
+        and f" ref {word.needle[0]}\n" in word.pages[word.needle[2] - 1] + "\n"
+    )
+
+
+def test_the_end_footer_reads_every_page_and_answers_after_the_last():
+    from extensions.data.ledger import SYSTEM_TO_THE_END, question_text
+
+    spec = LedgerSpec(pages=3, per_page=4, question="lookup", footer="end", answer_tool=True)
+    ledger = make_ledger(random.Random("ledger/test/0/0"), spec)
+    assert [page.rsplit("\n", 1)[1] for page in ledger.pages] == [
+        "End of page 1 of 3. Call read_page with page 2.",
+        "End of page 2 of 3. Call read_page with page 3.",
+        "End of page 3 of 3: this is the last page. Now call submit_answer with the amount of the transaction with "
+        f"ref {ledger.needle[0]}.",
+    ]
+    assert question_text(ledger, answer_tool=True, footer="end")[0] == SYSTEM_TO_THE_END
+    flagged = make_ledger(random.Random("ledger/test/0/0"), LedgerSpec(**{**spec.__dict__, "ref_style": "flag"}))
+    assert flagged.pages[2].rsplit("\n", 1)[1] == (
+        "End of page 3 of 3: this is the last page. Now call submit_answer with the amount of the DISPUTED transaction."
+    )
+
+
+def test_reference_styles_and_the_end_footer_are_checked():
+    with pytest.raises(ConfigError, match=r"^--ref-style must be one of number, word, flag, got 'emoji'$"):
+        LedgerSpec(question="lookup", ref_style="emoji").check()
+    with pytest.raises(ConfigError, match=r"^--ref-style flag names lookup references; --question balance asks none$"):
+        LedgerSpec(ref_style="flag").check()
+    with pytest.raises(ConfigError, match=r"^--footer end tells the model to call submit_answer: add --answer-tool"):
+        LedgerSpec(question="lookup", footer="end").check()
