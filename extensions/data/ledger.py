@@ -38,6 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from extensions.data.gsm8k import write_parquet
+from extensions.data.ledger_text import (
+    ANSWER_BY_TOOL,
+    FLAG,
+    SYSTEM,
+    SYSTEM_LOOKUP,
+    SYSTEM_TO_THE_END,
+    page_footer,
+    word_ref,
+)
 from extensions.data.prompts import ANSWER_FORMAT
 from extensions.errors import ConfigError, LongflowError
 from extensions.rewards.gsm8k import LONGFLOW_LEDGER
@@ -53,22 +62,6 @@ FOOTERS = ("read_on", "check", "submit", "end")  # a lookup page's last line: pa
 KINDS = ("deposit", "withdrawal")
 PAYEES = ("Northwind", "Contoso", "Fabrikam", "Tailspin", "Litware", "Adatum", "Proseware", "Wingtip")
 REF_STYLES = ("number", "word", "flag")  # the asked transaction: by ref 123456, by ref amber-falcon, or its flag
-FLAG = "DISPUTED"  # ref style flag: the asked transaction's line ends with " | DISPUTED"
-COLOURS = ("amber", "azure", "coral", "crimson", "golden", "indigo", "ivory", "jade", "lemon", "lilac", "olive", "plum")
-ANIMALS = (
-    "badger",
-    "falcon",
-    "heron",
-    "lynx",
-    "marten",
-    "otter",
-    "panda",
-    "raven",
-    "salmon",
-    "tiger",
-    "walrus",
-    "zebra",
-)
 PURPOSES = ("invoice", "refund", "payroll", "rent", "supplies", "licence", "freight", "consulting", "repairs")
 
 
@@ -85,6 +78,7 @@ class LedgerSpec:
     footer: str = "read_on"  # lookup: what each page's last line says (page_footer)
     answer_tool: bool = False  # answer with a submit_answer call instead of a `#### N` line
     ref_style: str = "number"  # lookup: how a memo names its reference (REF_STYLES)
+    needle_within: int | None = None  # lookup: the asked transaction is on one of the first needle_within pages
 
     def check(self) -> None:
         if self.question not in QUESTIONS:
@@ -99,6 +93,14 @@ class LedgerSpec:
             raise ConfigError(
                 f"--ref-style {self.ref_style} names lookup references; --question {self.question} asks none"
             )
+        if self.needle_within is not None:
+            if self.question != "lookup":
+                raise ConfigError(f"--needle-within places the asked transaction; --question {self.question} asks none")
+            if not 1 <= self.needle_within <= (self.min_pages or self.pages):
+                what = "--min-pages" if self.min_pages else "--pages"
+                raise ConfigError(
+                    f"--needle-within must be between 1 and {what} {self.min_pages or self.pages}, got {self.needle_within}"
+                )
         if self.footer in ("submit", "end") and not self.answer_tool:
             raise ConfigError(
                 f"--footer {self.footer} tells the model to call submit_answer: add --answer-tool, which offers it"
@@ -170,9 +172,10 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
     needle = None
     if spec.question == "lookup":  # drawn last: the ledgers themselves are those of the balance question
         seen = Counter(r for r, _, _ in refs)
-        unique = [line for line in refs if seen[line[0]] == 1]
+        unique = [line for line in refs if seen[line[0]] == 1 and line[2] <= (spec.needle_within or n_pages)]
         if not unique:
-            raise LongflowError(f"no transaction of this {n_pages}-page ledger has a memo reference of its own")
+            where = f"on its first {spec.needle_within} pages " if spec.needle_within else ""
+            raise LongflowError(f"no transaction {where}of this {n_pages}-page ledger has a memo reference of its own")
         needle = rng.choice(unique)
         target = f"ref {needle[0]}"
         if spec.ref_style == "flag":
@@ -181,75 +184,6 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
             target = f"the {FLAG} transaction"
         pages = [page + "\n" + page_footer(k, n_pages, spec.footer, target) for k, page in enumerate(pages, 1)]
     return Ledger(pages, account, opening, balance, count, needle, spec.ref_style == "flag")
-
-
-def word_ref(number: int) -> str:
-    """A memo reference in words, from the drawn number (so word ledgers are the number ledgers, renamed): the
-    untrained 0.5B model, asked for the amount of ref 123456 among lines full of digits, submitted 123456 itself 8 times
-    in 11 (docs/results/ledger-flagged-h200); a word pair stands out from the numbers around it (it did not help: 0 of
-    8 right there: other lines' amounts or memo numbers)."""
-    return f"{COLOURS[number % len(COLOURS)]}-{ANIMALS[number // len(COLOURS) % len(ANIMALS)]}"
-
-
-SYSTEM = (
-    "You are a careful bookkeeper. The ledger is too long to read at once: call read_page with a page "
-    "number to read one page at a time, in order, and keep track of the balance as you go. To read page 1, "
-    'reply with exactly <tool_call>{"name": "read_page", "arguments": {"page": 1}}</tool_call> and nothing else. '
-    + ANSWER_FORMAT
-)
-
-
-def page_footer(page: int, pages: int, style: str = "read_on", target: str = "") -> str:
-    """The last line of a lookup ledger's page. ``read_on``: where the reader is and which call reads on (the
-    untrained 0.5B model read page 1 over and over without it: docs/results/ledger-folding-cpu, run 6).
-    ``check``: also asks whether the page holds the reference, and says to answer now if it does (with
-    ``read_on`` the model read on past the transaction's page: runs 8 and 9). ``submit``: the same, answering
-    with a ``submit_answer`` call (``--answer-tool``). ``end``: read on to the last page, which says to answer
-    with ``submit_answer`` (the untrained model reads on and does not stop at the transaction's page: it answers
-    where the page tells it to). None says where it is."""
-    where = f"End of page {page} of {pages}"
-    if style == "end":
-        if page == pages:
-            return (
-                f"{where}: this is the last page. Now call submit_answer with the amount of "
-                f"{target if target.startswith('the ') else 'the transaction with ' + target}."
-            )
-        return f"{where}. Call read_page with page {page + 1}."
-    if style == "submit":
-        if page == pages:
-            return f"{where}: this is the last page. If {target} is on it, call submit_answer with its amount."
-        return (
-            f"{where}. If {target} is on this page, call submit_answer with its amount; if not, call read_page "
-            f"with page {page + 1}."
-        )
-    if style == "check":
-        if page == pages:
-            return f"{where}: this is the last page. If {target} is on it, answer with its amount."
-        return (
-            f"{where}. Is {target} on this page? If so, answer with its amount now; if not, call read_page with "
-            f"page {page + 1}."
-        )
-    if page == pages:
-        return f"{where}: this is the last page."
-    return f"{where}. To read on, call read_page with page {page + 1}."
-
-
-SYSTEM_LOOKUP = (
-    "You are a careful bookkeeper. The ledger is too long to read at once: call read_page with a page "
-    "number to read one page at a time, in order, until you find the transaction you are asked about. To read "
-    'page 1, reply with exactly <tool_call>{"name": "read_page", "arguments": {"page": 1}}</tool_call> and nothing '
-    "else. " + ANSWER_FORMAT
-)
-
-
-ANSWER_BY_TOOL = "When you have found the answer, call submit_answer with it (the number only); that ends the task."
-SYSTEM_TO_THE_END = (  # footer "end": every page is read, the answer comes after the last one
-    "You are a careful bookkeeper. The ledger is too long to read at once: call read_page with a page number to "
-    "read one page at a time, in order, up to the last page, and remember the transaction you are asked about when "
-    'you see it. To read page 1, reply with exactly <tool_call>{"name": "read_page", "arguments": {"page": 1}}'
-    "</tool_call> and nothing else. After the last page, call submit_answer with the answer (the number only); "
-    "that ends the task."
-)
 
 
 def question_text(ledger: Ledger, *, answer_tool: bool = False, footer: str = "read_on") -> tuple[str, str]:
@@ -386,6 +320,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="number",
         help="lookup: a memo reference as a 6-digit number (ref 123456) or a word pair (ref amber-falcon)",
     )
+    parser.add_argument(
+        "--needle-within",
+        type=int,
+        default=None,
+        help="lookup: put the asked transaction on one of the first K pages (training ledgers where only stopping at "
+        "it pays: answering at a fixed page is right at most 1 time in K)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agent-name", default="folding_workflow", help="agent loop name for the agent_name column")
     parser.add_argument("--fold-tool", action="store_true", help="also offer the fold tool (folding_workflow only)")
@@ -401,6 +342,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.footer,
             args.answer_tool,
             args.ref_style,
+            args.needle_within,
         )
         prepare(
             args.output_dir,

@@ -315,7 +315,7 @@ def test_the_flag_style_marks_the_asked_line_and_changes_no_draw(tmp_path):
 
 
 def test_word_references_rename_the_number_references():
-    from extensions.data.ledger import word_ref
+    from extensions.data.ledger_text import word_ref
 
     assert (word_ref(0), word_ref(13), word_ref(12 * 12 + 11)) == ("amber-badger", "azure-falcon", "plum-badger")
     number = make_ledger(random.Random("ledger/test/0/2"), LedgerSpec(pages=3, per_page=4, question="lookup"))
@@ -333,7 +333,8 @@ def test_word_references_rename_the_number_references():
 
 
 def test_the_end_footer_reads_every_page_and_answers_after_the_last():
-    from extensions.data.ledger import SYSTEM_TO_THE_END, question_text
+    from extensions.data.ledger import question_text
+    from extensions.data.ledger_text import SYSTEM_TO_THE_END
 
     spec = LedgerSpec(pages=3, per_page=4, question="lookup", footer="end", answer_tool=True)
     ledger = make_ledger(random.Random("ledger/test/0/0"), spec)
@@ -357,3 +358,19 @@ def test_reference_styles_and_the_end_footer_are_checked():
         LedgerSpec(ref_style="flag").check()
     with pytest.raises(ConfigError, match=r"^--footer end tells the model to call submit_answer: add --answer-tool"):
         LedgerSpec(question="lookup", footer="end").check()
+
+
+def test_needle_within_puts_the_asked_transaction_on_the_first_pages(tmp_path):
+    spec = LedgerSpec(pages=12, per_page=4, question="lookup", ref_style="flag", answer_tool=True, needle_within=3)
+    rows = pq.read_table(prepare(tmp_path, split="train", count=40, spec=spec, agent_name="react")).to_pylist()
+    pages = [r["extra_info"]["needle_page"] for r in rows]
+    assert set(pages) == {1, 2, 3}  # every one of the first 3 pages, and no later one
+    for row in rows:  # the flag is where extra_info says, and only there
+        texts = row["extra_info"]["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
+        assert [k for k, t in enumerate(texts, 1) if "| DISPUTED\n" in t] == [row["extra_info"]["needle_page"]]
+    with pytest.raises(ConfigError, match=r"^--needle-within must be between 1 and --pages 12, got 13$"):
+        LedgerSpec(pages=12, question="lookup", needle_within=13).check()
+    with pytest.raises(ConfigError, match=r"^--needle-within must be between 1 and --min-pages 2, got 3$"):
+        LedgerSpec(pages=12, min_pages=2, question="lookup", needle_within=3).check()
+    with pytest.raises(ConfigError, match=r"^--needle-within places the asked transaction; --question balance asks"):
+        LedgerSpec(needle_within=2).check()
