@@ -108,10 +108,11 @@ def in_loop_probe(
         answer_tool=answer_tool,
         ref_style=ref_style,
     )
+    spec.check()  # e.g. --footer end or submit without --answer-tool: a prompt naming a tool not offered
     counts = {"right": 0, "strict": 0, "wrong": 0, "read_on": 0}
     seed = 0
     for i in range(count):
-        while True:  # the same ledgers for every footer: the draws do not depend on it
+        while True:  # the same ledgers for every footer but end (which takes every seed: its needle may be anywhere)
             ledger = make_ledger(random.Random(f"needle-loop/{per_page}/{seed}"), spec)
             seed += 1
             if ledger.needle[2] <= 4 or footer == "end":

@@ -24,13 +24,14 @@ from pathlib import Path
 from statistics import mean
 from typing import Any
 
+from extensions.data.ledger_text import FLAG
 from extensions.folding import read_summary
 
 FIELDS = ["variant", "trajectories", "accuracy", "answered", "distinct_pages_mean", "highest_page_mean",
           "read_all_pages", "segments_mean", "summary_turns", "summaries_tagged", "summaries_calling_a_tool",
           "needle_reached", "accuracy_when_reached", "termination_reasons"]  # fmt: skip
-NEEDLE = re.compile(r"has the memo reference ref (\d{6})\.")
-FLAGGED = "is marked DISPUTED at the end of its line"  # extensions/data/ledger.py, --ref-style flag
+NEEDLE = re.compile(r"has the memo reference ref ([0-9a-z-]+)\.")  # --ref-style number or word
+FLAGGED = f"is marked {FLAG} at the end of its line"  # --ref-style flag
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -71,7 +72,7 @@ def needle_page(record: dict[str, Any]) -> int | None:
     """The page of the asked transaction of a lookup ledger (from the question and the pages), else None."""
     question = next((m["content"] for m in record.get("raw_prompt") or [] if m["role"] == "user"), "")
     if FLAGGED in question:  # --ref-style flag: the transaction's line ends with the flag
-        line = re.compile(r"^T\d+ \|.* \| DISPUTED$", re.MULTILINE)
+        line = re.compile(rf"^T\d+ \|.* \| {FLAG}$", re.MULTILINE)
     elif (match := NEEDLE.search(question)) is not None:
         line = re.compile(rf"^T\d+ \|.* ref {match[1]}$", re.MULTILINE)  # a transaction's line, not a footer naming it
     else:

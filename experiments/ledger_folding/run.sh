@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The paged-ledger comparison (config.yaml says what each variant is):
-#   [LEDGER_QUESTION=balance|lookup] VARIANT=fold|truncated|wide bash experiments/ledger_folding/run.sh [hydra overrides]
+#   [LEDGER_QUESTION=balance|lookup|flagged] VARIANT=fold|truncated|wide bash experiments/ledger_folding/run.sh [hydra overrides]
 #   TRAIN_COUNT (2000) / TEST_COUNT (256): ledgers written for each split, shaped by task.sh (the same seeds: a smaller test
 #   set is the first ledgers of the larger one)
 set -euo pipefail

@@ -1,5 +1,5 @@
 # The ledgers of this experiment, sourced by run.sh and scripts/gpu/side_runs.sh so that the trainer's
-# held-out ledgers and the driver's baselines are the same ones, each over three 4K windows of pages. Sets LEDGER_ARGS (extensions.data.ledger options)
+# held-out ledgers and the driver's baselines are the same ones, each over three windows of pages. Sets LEDGER_ARGS (extensions.data.ledger options)
 # and FOLD_LOOP (the folding loop of experiments/ledger_folding/agent_loops.yaml for these ledgers).
 # LEDGER_QUESTION=balance (default): 20 pages of 16 lines over 6 accounts (over 14K tokens); the asked account's
 #   closing balance, with exactly 3 of its transactions
@@ -22,14 +22,15 @@
 #   a folded segment's up to ~770 with the summary and the last page):
 #   30 pages of 4 lines, 7.1K page tokens, 3.5 windows. Training ledgers have 1 to 30 pages (LEDGER_TRAIN_ARGS:
 #   the short ones are where an untrained model can earn a reward), the held-out ones 30. FOLD_LOOP: folding_flagged.
-# LEDGER_FOOTER (lookup only; read_on, check or submit): replaces the answer form's footer
+# LEDGER_FOOTER (lookup only; read_on, check, submit or end): replaces the answer form's footer
 #   (extensions/data/ledger.py's page_footer).
 # LEDGER_SHAPE replaces the default shape (pages, per-page, accounts, target transactions); the question is
-# always LEDGER_QUESTION's. Also set: LEDGER_TRAIN_ARGS (options for the train split only), WINDOW_ARGS (hydra
-# overrides of the window, for every variant) and WIDE_RESPONSE (the wide variant's response length).
-LEDGER_TRAIN_ARGS=${LEDGER_TRAIN_ARGS:-} WINDOW_ARGS="" WIDE_RESPONSE=23552
+# always LEDGER_QUESTION's. Also set, each to the preset's value unless already set: LEDGER_TRAIN_ARGS (options
+# for the train split only), WINDOW_ARGS (hydra overrides of the window, for every variant) and WIDE_RESPONSE (the
+# wide variant's response length).
 case ${LEDGER_QUESTION:-balance} in
   balance) LEDGER_ARGS="${LEDGER_SHAPE:---pages 20 --per-page 16 --accounts 6 --target-transactions 3} --question balance"
+           LEDGER_TRAIN_ARGS=${LEDGER_TRAIN_ARGS:-} WINDOW_ARGS=${WINDOW_ARGS:-} WIDE_RESPONSE=${WIDE_RESPONSE:-23552}
            FOLD_LOOP=folding_workflow ;;
   lookup) case ${LEDGER_ANSWER:-tool} in
             tool) answer="--answer-tool --footer ${LEDGER_FOOTER:-submit}" ;;
@@ -37,11 +38,14 @@ case ${LEDGER_QUESTION:-balance} in
             *) echo "LEDGER_ANSWER=$LEDGER_ANSWER: expected tool or text" >&2; return 2 2>/dev/null || exit 2 ;;
           esac
           LEDGER_ARGS="${LEDGER_SHAPE:---pages 60 --per-page 4 --accounts 6} --question lookup $answer"
+          LEDGER_TRAIN_ARGS=${LEDGER_TRAIN_ARGS:-} WINDOW_ARGS=${WINDOW_ARGS:-} WIDE_RESPONSE=${WIDE_RESPONSE:-23552}
           FOLD_LOOP=folding_lookup ;;
-  flagged) LEDGER_ARGS="${LEDGER_SHAPE:---pages 30 --per-page 4 --accounts 6} --question lookup --ref-style flag --answer-tool --footer submit"
+  flagged) # LEDGER_ANSWER and LEDGER_FOOTER do not apply: the answer is a submit_answer call, the footer submit
+           LEDGER_ARGS="${LEDGER_SHAPE:---pages 30 --per-page 4 --accounts 6} --question lookup --ref-style flag --answer-tool --footer submit"
            LEDGER_TRAIN_ARGS=${LEDGER_TRAIN_ARGS:---min-pages 1}   # --min-pages 30: train on held-out-sized ledgers
-           WINDOW_ARGS="data.max_prompt_length=800 data.max_response_length=1248 actor_rollout_ref.rollout.prompt_length=800 actor_rollout_ref.rollout.response_length=1248"
-           WIDE_RESPONSE=8192   # 30 pages of ~270 tokens with their calls
+           WINDOW_ARGS=${WINDOW_ARGS:-data.max_prompt_length=800 data.max_response_length=1248 actor_rollout_ref.rollout.prompt_length=800 actor_rollout_ref.rollout.response_length=1248}
+           # 30 pages of ~270 tokens with their calls fit 8,192, but leave ~18 tokens after page 30: too few to answer
+           WIDE_RESPONSE=${WIDE_RESPONSE:-12288}
            FOLD_LOOP=folding_flagged ;;
   *) echo "LEDGER_QUESTION=$LEDGER_QUESTION: expected balance, lookup or flagged" >&2; return 2 2>/dev/null || exit 2 ;;
 esac

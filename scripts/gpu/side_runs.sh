@@ -2,8 +2,8 @@
 # Rollout-driver runs (vLLM) beside the trainers of one hold, on the GPU machine after install_on_gpu.sh:
 #   [DELAY_S=120] bash scripts/gpu/side_runs.sh start    # in the background (after DELAY_S), one after the other:
 #       1. experiments/ledger_folding on $LEDGERS (64) held-out ledgers (split test), greedy, $LEDGER_VARIANTS of
-#          truncated (react, 4K window), wide (react, 24K window), fold ($FOLD_LOOP, 4K window); "none": skip;
-#          the ledgers and FOLD_LOOP are LEDGER_QUESTION's (balance or lookup: experiments/ledger_folding/task.sh)
+#          truncated (react in the preset's window), wide (react, WIDE_RESPONSE), fold ($FOLD_LOOP); "none": skip;
+#          the ledgers, window and FOLD_LOOP are LEDGER_QUESTION's (experiments/ledger_folding/task.sh)
 #       2. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("ask_hinted"), $ASK_LIMIT (256) test problems
 #   bash scripts/gpu/side_runs.sh status   # one line per finished part; $OUT/side.tgz holds everything so far
 #   (SIDE=/tmp/NAME: the runs' folder, default /tmp/side; several at once each need their own, and their status

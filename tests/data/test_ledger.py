@@ -314,22 +314,22 @@ def test_the_flag_style_marks_the_asked_line_and_changes_no_draw(tmp_path):
     )
 
 
-def test_word_references_rename_the_number_references():
+def test_word_references_rename_the_number_references_and_ask_for_a_unique_one():
     from extensions.data.ledger_text import word_ref
 
     assert (word_ref(0), word_ref(13), word_ref(12 * 12 + 11)) == ("amber-badger", "azure-falcon", "plum-badger")
-    number = make_ledger(random.Random("ledger/test/0/2"), LedgerSpec(pages=3, per_page=4, question="lookup"))
-    word = make_ledger(
-        random.Random("ledger/test/0/2"), LedgerSpec(pages=3, per_page=4, question="lookup", ref_style="word")
-    )
-    assert re.fullmatch(r"[a-z]+-[a-z]+", word.needle[0]) and word.needle[1:] == number.needle[1:]
-    assert [re.sub(r" ref \S+$", "", line, flags=re.M) for line in word.pages] == [
-        re.sub(r" ref \S+$", "", line, flags=re.M) for line in number.pages
-    ]
-    assert (
-        word.needle[0] == word_ref(int(number.needle[0]))
-        and f" ref {word.needle[0]}\n" in word.pages[word.needle[2] - 1] + "\n"
-    )
+    for seed in range(20):
+        number = make_ledger(
+            random.Random(f"ledger/test/0/{seed}"), LedgerSpec(pages=30, per_page=4, question="lookup")
+        )
+        spec = LedgerSpec(pages=30, per_page=4, question="lookup", ref_style="word")
+        word = make_ledger(random.Random(f"ledger/test/0/{seed}"), spec)
+        renamed = [
+            re.sub(r" ref (\d{6})$", lambda m: f" ref {word_ref(int(m[1]))}", p, flags=re.M) for p in number.pages
+        ]
+        assert [p.rsplit("\n", 1)[0] for p in word.pages] == [p.rsplit("\n", 1)[0] for p in renamed]
+        lines = [line for p in word.pages for line in p.splitlines() if line.endswith(f" ref {word.needle[0]}")]
+        assert len(lines) == 1 and lines[0].split(" | ")[4] == str(word.needle[1])  # unique, and its amount
 
 
 def test_the_end_footer_reads_every_page_and_answers_after_the_last():
@@ -374,3 +374,23 @@ def test_needle_within_puts_the_asked_transaction_on_the_first_pages(tmp_path):
         LedgerSpec(pages=12, min_pages=2, question="lookup", needle_within=3).check()
     with pytest.raises(ConfigError, match=r"^--needle-within places the asked transaction; --question balance asks"):
         LedgerSpec(needle_within=2).check()
+
+
+def test_the_cli_passes_ref_style_and_needle_within_on(tmp_path):
+    args = ["--output-dir", str(tmp_path), "--split", "train", "--count", "6", "--pages", "10", "--per-page", "4"]
+    flags = [
+        "--question",
+        "lookup",
+        "--ref-style",
+        "flag",
+        "--answer-tool",
+        "--footer",
+        "submit",
+        "--needle-within",
+        "2",
+    ]
+    assert main([*args, *flags]) == 0
+    rows = pq.read_table(tmp_path / "train.parquet").to_pylist()
+    assert {r["extra_info"]["needle_page"] for r in rows} <= {1, 2}
+    assert all("marked DISPUTED" in r["prompt"][1]["content"] for r in rows)
+    assert main([*args, "--question", "lookup", "--needle-within", "11"]) == 2  # a reported option error
