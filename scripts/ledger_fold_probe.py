@@ -1,8 +1,7 @@
 """What does the model do across one fold of a flagged ledger, and does the summary's opening change it?
 
     python scripts/ledger_fold_probe.py --count 8                                   # the loop's own prefix
-    python scripts/ledger_fold_probe.py --count 8 --prefix "<summary>
-Pages read so far: 1 to"
+    python scripts/ledger_fold_probe.py --count 8 --prefix $'<summary>\nPages read so far: 1 to'
 
 The folding loop's step, greedy, on the embedded CPU model: the ReAct conversation of a flagged 30-page ledger
 (``LEDGER_QUESTION=flagged``) up to page ``--read`` (the flag is later), then the fold request of
