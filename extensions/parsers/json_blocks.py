@@ -9,8 +9,9 @@ A call is an object with a string "name" and "arguments" (alias "parameters"), a
 but those and "type"/"id"; a JSON list holding such objects is parallel calls, and several
 fences or objects are several calls. Other JSON is left alone (see ``looks_like_call``).
 
-Fences tagged ``json`` or untagged hold one JSON value each; fences in other languages are
-never read. Outside fences, every ``{"`` and ``[{`` is tried as the start of a JSON value,
+Fences tagged ``json`` or untagged hold one JSON value each, or several one after another (the 0.5B model
+writes a ``read_page`` and a ``submit_answer`` call in one fence: docs/results/ledger-flagged-h200), each
+a call; fences in other languages are never read. Outside fences, every ``{"`` and ``[{`` is tried as the start of a JSON value,
 and a value that decodes is skipped whole (calls nested in other JSON are not calls); text
 that starts like a call (``{"name":``) but is not valid JSON is reported as an error.
 """
@@ -50,12 +51,27 @@ def _scan_fence(fence: re.Match[str]) -> list[Attempt]:
     body = fence.group(2).strip()
     start, end = fence.span()
     try:
-        value = json.loads(body)
+        values = [json.loads(body)]
     except (json.JSONDecodeError, RecursionError) as error:
-        if not CALL_START.match(body):
-            return []
-        return [Attempt(start, end, JSON_CALL_EXAMPLE, problem=json_problem(error))]
-    return attempts_from_value(value, start, end, JSON_CALL_EXAMPLE)
+        values = _json_sequence(body) if isinstance(error, json.JSONDecodeError) and error.msg == "Extra data" else None
+        if values is None:
+            return (
+                [Attempt(start, end, JSON_CALL_EXAMPLE, problem=json_problem(error))] if CALL_START.match(body) else []
+            )
+    return [a for value in values for a in attempts_from_value(value, start, end, JSON_CALL_EXAMPLE)]
+
+
+def _json_sequence(body: str) -> list | None:
+    """The JSON values of ``body`` written one after another (whitespace between), or None if any part is not JSON."""
+    values, position = [], 0
+    while position < len(body):
+        try:
+            value, position = DECODER.raw_decode(body, position)
+        except (json.JSONDecodeError, RecursionError):
+            return None
+        values.append(value)
+        position = len(body) - len(body[position:].lstrip())
+    return values
 
 
 def _scan_bare(text: str) -> list[Attempt]:

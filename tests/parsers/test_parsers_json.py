@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from verl.experimental.agent_loop.tool_parser import FunctionCall, ToolParser
 
 from extensions.parsers import ParseResult
@@ -133,3 +134,25 @@ def test_deep_nesting_is_skipped_and_reported_only_for_calls(qwen_tokenizer: Any
     parser = ToolParser.get_tool_parser("json", qwen_tokenizer)
     text = "[" * 50_000 + ' {"name": "f", "arguments": ' + "[" * 50_000
     assert parser.parse(text).errors == [f"Tool call 1 is nested too deeply to parse. {WRITE}"]
+
+
+@pytest.mark.parametrize("parser", ["json", "auto"])
+async def test_a_fence_with_several_json_values_is_several_calls(parse_response, parser: str) -> None:
+    """As the 0.5B model writes them (docs/results/ledger-flagged-h200): one object per line in one fence."""
+    text = (
+        '```json\n{"name": "read_page", "arguments": {"page": 1}}\n'
+        '{"name": "submit_answer", "arguments": {"answer": 70}}\n```'
+    )
+    result = await parse_response(parser, text)
+    assert result.calls == [
+        FunctionCall(name="read_page", arguments='{"page": 1}', tool_call_id="call_0"),
+        FunctionCall(name="submit_answer", arguments='{"answer": 70}', tool_call_id="call_1"),
+    ]
+    assert (result.content, result.errors) == ("", [])
+
+
+async def test_a_fence_whose_second_value_is_broken_is_one_error(parse_response) -> None:
+    text = '```json\n{"name": "read_page", "arguments": {"page": 1}}\n{"name": "submit_answer", "arguments": {\n```'
+    result = await parse_response("json", text)
+    assert result.errors == [f"Tool call 1 is not valid JSON: Extra data at char 48. {WRITE}"]
+    assert (result.content, result.calls) == (text, [])
