@@ -16,6 +16,6 @@ def test_the_first_turn_after_a_fold_is_read_against_the_last_page_read() -> Non
 def test_it_folds_as_the_experiments_folding_flagged_loop_does() -> None:
     fold = load_script("ledger_fold_probe").loop_fold_settings()
     assert (fold["summary_prefix"], fold["summary_max_tokens"], fold["carry_last_observation"]) == (
-        "<summary>\n", 96, True
+        "<summary>\nPages read so far: 1 to", 96, True
     )  # fmt: skip
     assert fold["instruction"].startswith("Your context is almost full and will be cleared.")
