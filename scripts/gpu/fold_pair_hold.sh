@@ -17,7 +17,6 @@ case ${1:-run} in
 status)
   sleep "${2:-0}"
   bash scripts/gpu/background.sh --status 0 setup
-  [ -n "${OUT:-}" ] && cp /tmp/bg/setup.log "$OUT/setup.log" 2>/dev/null || true
   bash scripts/gpu/train_bg.sh --status 0 ledger_fold
   echo "== side_ledger"; SIDE=/tmp/side_ledger bash scripts/gpu/side_runs.sh status
   exit 0

@@ -20,7 +20,6 @@ case ${1:-run} in
 status)
   sleep "${2:-0}"
   bash scripts/gpu/background.sh --status 0 setup
-  [ -n "${OUT:-}" ] && cp /tmp/bg/setup.log "$OUT/setup.log" 2>/dev/null || true
   bash scripts/gpu/train_bg.sh --status 0 ledger_fold
   for side in side_ledger side_ask; do echo "== $side"; SIDE=/tmp/$side bash scripts/gpu/side_runs.sh status; done
   echo "== engines"; bash scripts/gpu/engines_side_by_side.sh status
