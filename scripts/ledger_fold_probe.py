@@ -52,13 +52,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", help="the reply's opening (default: folding_flagged's summary_prefix)")
     args = parser.parse_args(argv)
 
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from ledger_needle_probe import load_greedy, react_messages, tool_schemas
 
-    from extensions.data.ledger import LedgerSpec, make_ledger, question_text
+    from extensions.data.ledger import LedgerSpec, make_ledger
     from extensions.folding import carry_message, read_summary
-    from extensions.tools.ledger import ReadPageTool
-    from extensions.tools.submit import SubmitAnswerTool
 
     if args.model is None:
         from extensions.backends.embedded_model import ensure_embedded_model
@@ -66,18 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         args.model = str(ensure_embedded_model())
     fold = loop_fold_settings()
     prefix = fold["summary_prefix"] if args.prefix is None else args.prefix
-    tok = AutoTokenizer.from_pretrained(args.model)
-    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32)
-    tools = [c({"type": "native"}).tool_schema.model_dump(exclude_unset=True, exclude_none=True) for c in
-             (ReadPageTool, SubmitAnswerTool)]  # fmt: skip
-
-    def generate(messages: list[dict], opening: str, max_new_tokens: int) -> str:
-        text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False) + opening
-        ids = torch.tensor([tok.encode(text, add_special_tokens=False)])
-        with torch.no_grad():
-            out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens,
-                                 do_sample=False)  # fmt: skip
-        return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+    greedy, tools = load_greedy(args.model), tool_schemas(answer_tool=True)
 
     spec = LedgerSpec(pages=30, per_page=4, question="lookup", ref_style="flag", footer="submit", answer_tool=True)
     counts, closed, seed = Counter(), 0, 0
@@ -87,20 +74,13 @@ def main(argv: list[str] | None = None) -> int:
             seed += 1
             if ledger.needle[2] > args.read:
                 break
-        system, question = question_text(ledger, answer_tool=True, footer="submit")
-        task = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-        messages = list(task)
-        for k in range(1, args.read + 1):
-            call = {"name": "read_page", "arguments": {"page": k}}
-            messages.append(
-                {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
-            )
-            messages.append({"role": "tool", "content": ledger.pages[k - 1]})
-        messages.append({"role": "user", "content": fold["instruction"]})
-        written = generate(messages, prefix, fold["summary_max_tokens"])
+        messages = react_messages(ledger, args.read, answer_tool=True, footer="submit")
+        task = messages[:2]  # the system prompt and the question: where the next segment starts
+        written = greedy([*messages, {"role": "user", "content": fold["instruction"]}], fold["summary_max_tokens"],
+                         tools, opening=prefix)  # fmt: skip
         summary, tagged = read_summary(prefix + written)
         closed += tagged
-        after = generate([*task, carry_message(summary, ledger.pages[args.read - 1])], "", 48)
+        after = greedy([*task, carry_message(summary, ledger.pages[args.read - 1])], 48, tools)
         what = first_turn(after, args.read)
         counts[what] += 1
         print(f"  {i:2d} {what:12s} tagged={tagged!s:5s} summary {json.dumps(summary[:90])} -> {json.dumps(after[:60])}",

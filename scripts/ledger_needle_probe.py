@@ -30,19 +30,20 @@ from collections.abc import Callable
 from extensions.data.ledger import FOOTERS, REF_STYLES
 
 FORMAT = "Answer with the number alone on a last line of the form #### <number>."
-Greedy = Callable[..., str]  # greedy(messages, max_new_tokens, tools=None) -> the reply's text
+Greedy = Callable[..., str]  # greedy(messages, max_new_tokens, tools=None, opening="") -> the reply's text
 
 
 def load_greedy(model_dir: str) -> Greedy:
-    """The model, loaded once for every probe of a run: a function from chat messages to its greedy reply."""
+    """The model, loaded once for every probe of a run: a function from chat messages to its greedy reply
+    (``opening``: text the reply starts with, written for the model, as a loop's ``summary_prefix`` is)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
 
-    def greedy(messages: list[dict], max_new_tokens: int, tools: list[dict] | None = None) -> str:
-        text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+    def greedy(messages: list[dict], max_new_tokens: int, tools: list[dict] | None = None, opening: str = "") -> str:
+        text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False) + opening
         ids = torch.tensor([tok.encode(text, add_special_tokens=False)])
         with torch.no_grad():
             out = model.generate(
@@ -51,6 +52,28 @@ def load_greedy(model_dir: str) -> Greedy:
         return tok.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
 
     return greedy
+
+
+def tool_schemas(answer_tool: bool) -> list[dict]:
+    """The tools a ledger sample declares to the chat template: ``read_page``, and ``submit_answer`` if offered."""
+    from extensions.tools.ledger import ReadPageTool
+    from extensions.tools.submit import SubmitAnswerTool
+
+    classes = [ReadPageTool, SubmitAnswerTool] if answer_tool else [ReadPageTool]
+    return [c({"type": "native"}).tool_schema.model_dump(exclude_unset=True, exclude_none=True) for c in classes]
+
+
+def react_messages(ledger, last_page: int, *, answer_tool: bool, footer: str) -> list[dict]:
+    """The ReAct conversation as the loop renders it: the task, then ``read_page`` 1 to ``last_page`` and each page."""
+    from extensions.data.ledger import question_text
+
+    system, question = question_text(ledger, answer_tool=answer_tool, footer=footer)
+    messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
+    for k in range(1, last_page + 1):
+        call = {"name": "read_page", "arguments": {"page": k}}
+        messages.append({"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]})
+        messages.append({"role": "tool", "content": ledger.pages[k - 1]})
+    return messages
 
 
 def probe(greedy: Greedy, per_page: int, count: int, *, quiet: bool = False) -> tuple[int, int]:
@@ -93,12 +116,9 @@ def in_loop_probe(
     (calls a tool again)."""
     import json
 
-    from extensions.data.ledger import LedgerSpec, make_ledger, question_text
-    from extensions.tools.ledger import ReadPageTool
-    from extensions.tools.submit import SubmitAnswerTool
+    from extensions.data.ledger import LedgerSpec, make_ledger
 
-    classes = [ReadPageTool, SubmitAnswerTool] if answer_tool else [ReadPageTool]
-    tools = [c({"type": "native"}).tool_schema.model_dump(exclude_unset=True, exclude_none=True) for c in classes]
+    tools = tool_schemas(answer_tool)
     spec = LedgerSpec(
         pages=pages,
         per_page=per_page,
@@ -118,14 +138,8 @@ def in_loop_probe(
             if ledger.needle[2] <= 4 or footer == "end":
                 break
         ref, amount, page = ledger.needle
-        system, question = question_text(ledger, answer_tool=answer_tool, footer=footer)
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": question}]
-        for k in range(1, (pages if footer == "end" else page) + 1):  # end: every page, the answer comes after
-            call = {"name": "read_page", "arguments": {"page": k}}
-            messages.append(
-                {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": call}]}
-            )
-            messages.append({"role": "tool", "content": ledger.pages[k - 1]})
+        last = pages if footer == "end" else page  # end: every page, the answer comes after the last
+        messages = react_messages(ledger, last, answer_tool=answer_tool, footer=footer)
         reply = greedy(messages, 64, tools)
         numbers = re.findall(r"-?\d+", reply)
         submitted = re.search(r'"submit_answer",\s*"arguments":\s*\{"answer":\s*"?(-?\d+)', reply)
