@@ -336,16 +336,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         spec = LedgerSpec(
-            args.pages,
-            args.per_page,
-            args.accounts,
-            args.target_transactions,
-            args.min_pages,
-            args.question,
-            args.footer,
-            args.answer_tool,
-            args.ref_style,
-            args.needle_within,
+            pages=args.pages,
+            per_page=args.per_page,
+            accounts=args.accounts,
+            target_transactions=args.target_transactions,
+            min_pages=args.min_pages,
+            question=args.question,
+            footer=args.footer,
+            answer_tool=args.answer_tool,
+            ref_style=args.ref_style,
+            needle_within=args.needle_within,
         )
         prepare(
             args.output_dir,
