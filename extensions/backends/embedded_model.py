@@ -236,8 +236,9 @@ def convert_gguf(gguf: Path, out_dir: Path, dtype: str = EMBEDDED_DTYPE) -> Path
     return out_dir
 
 
-def validate_model_dir(path: str | Path) -> Path:
-    """Return ``path`` if it holds config.json, tokenizer files and weights; else raise ``ModelDirError``."""
+def validate_model_dir(path: str | Path, *, weights: bool = True) -> Path:
+    """Return ``path`` if it holds config.json, tokenizer files and (``weights``) weights; else raise
+    ``ModelDirError``."""
     path = Path(path).expanduser()
     if not path.is_dir():
         raise ModelDirError(f"{path} is not a Hugging Face model directory: no such directory")
@@ -246,7 +247,7 @@ def validate_model_dir(path: str | Path) -> Path:
         missing.append("config.json")
     if not ((path / "tokenizer.json").is_file() or (path / "vocab.json").is_file()):
         missing.append("tokenizer files (tokenizer.json or vocab.json + merges.txt)")
-    if not (any(path.glob("*.safetensors")) or any(path.glob("pytorch_model*.bin"))):
+    if weights and not (any(path.glob("*.safetensors")) or any(path.glob("pytorch_model*.bin"))):
         missing.append("weights (*.safetensors or pytorch_model*.bin)")
     if missing:
         raise ModelDirError(f"{path} is not a Hugging Face model directory: missing {', '.join(missing)}")

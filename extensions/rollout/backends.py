@@ -7,6 +7,9 @@
   becomes ``actor_rollout_ref.rollout.name``, so verl builds its vLLMReplica or SGLangReplica.
   The engine must be importable (``ENGINE_INSTALL`` says how to install it), else
   ``EngineNotInstalled`` is raised before Ray starts.
+- ``demo``: verl's real AgentLoopWorker in this process, its LLM client a scripted demonstrator
+  (``extensions.backends.demo_server.DemoServer`` around ``--demo-policy``): no model runs, only
+  the tokenizer of ``actor_rollout_ref.model.path`` (warm-start demonstrations, ``extensions/warm_start``).
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ from extensions.verl_compat import accept_segment_lists, segment_list_manager
 from extensions.verl_config import build_agent_loop_worker
 
 logger = logging.getLogger(__name__)
-BACKENDS = ("hf", "vllm", "sglang")
+MODEL_BACKENDS = ("hf", "vllm", "sglang")  # the ones that run a model
+BACKENDS = (*MODEL_BACKENDS, "demo")
 ENGINE_INSTALL = {
     "vllm": "pip install -e '.[vllm]'  (README: Use it from an existing verl command)",
     "sglang": (
@@ -44,7 +48,7 @@ def require_engine(name: str) -> None:
     if importlib.util.find_spec(name) is None:
         raise EngineNotInstalled(
             f"--backend {name}: the {name!r} package is not installed in this Python ({sys.executable}). "
-            f"Install it with: {ENGINE_INSTALL[name]}; or choose another backend: {', '.join(BACKENDS)}"
+            f"Install it with: {ENGINE_INSTALL[name]}; or choose another backend: {', '.join(MODEL_BACKENDS)}"
         )
 
 
@@ -134,8 +138,15 @@ def check_server_replicas(config: DictConfig) -> int:
     return gpus // (tp * dp * pp)
 
 
-def make_backend(name: str, config: DictConfig) -> Backend:
-    """Build the named backend; the hf one loads ``actor_rollout_ref.model.path`` with transformers."""
+def make_backend(name: str, config: DictConfig, demo_policy: Any = None) -> Backend:
+    """Build the named backend; the hf one loads ``actor_rollout_ref.model.path`` with transformers, the demo one
+    plays ``demo_policy`` (a function of the decoded prompt, ``demo_server.load_policy``)."""
+    if name == "demo":
+        from extensions.backends.demo_server import DemoServer
+
+        backend = InProcessBackend(config, llm_client=None)
+        backend.llm_client = backend.worker.llm_client = DemoServer(backend.tokenizer, demo_policy)
+        return backend
     if name == "hf":
         from extensions.backends.hf_server import HFServer
 

@@ -1,7 +1,7 @@
 """Rollout-only driver: an experiment's data through its agent loops, without the trainer.
 
     python -m extensions.rollout experiments/gsm8k_code_verify [hydra.overrides=...] \
-        [--backend hf|vllm|sglang] [--data FILE] [--limit N] [--batch-size N] \
+        [--backend hf|vllm|sglang|demo] [--demo-policy MODULE:FUNCTION] [--data FILE] [--limit N] [--batch-size N] \
         [--agent-name NAME] [--interaction NAME] [--out DIR] [--no-html] [--replay FILE] \
         [--max-error-rate R] [--verbose]
 
@@ -61,6 +61,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("experiment", help="experiment folder (with config.yaml) or a config .yaml file")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides, e.g. actor_rollout_ref.rollout.n=2")
     parser.add_argument("--backend", choices=BACKENDS, default=None, help="default: vllm with a GPU, else hf")
+    parser.add_argument(
+        "--demo-policy",
+        default=None,
+        help="--backend demo: the demonstrator, module:function of the decoded prompt "
+        "(default extensions.warm_start.ledger_demo:flagged_ledger)",
+    )
     parser.add_argument("--data", help="a .parquet/.jsonl file (default: the config's data.train_files)")
     parser.add_argument("--limit", type=int, default=None, help="first N samples only")
     parser.add_argument("--batch-size", type=int, default=8)
@@ -109,9 +115,21 @@ def default_backend() -> str:
     return "vllm" if torch.cuda.is_available() else "hf"
 
 
+def demo_policy(args: argparse.Namespace, backend: str) -> Any:
+    """The demonstrator ``--backend demo`` plays (None for the other backends, which take no policy)."""
+    from extensions.backends.demo_server import DEFAULT_POLICY, load_policy
+
+    if backend != "demo":
+        if args.demo_policy:
+            raise ConfigError(f"--demo-policy is for --backend demo; --backend is {backend}")
+        return None
+    return load_policy(args.demo_policy or DEFAULT_POLICY)
+
+
 def prepare_model(config: DictConfig, backend: str, overrides: list[str]) -> None:
-    """For ``hf``: use the embedded model unless model.path was given; check the path is a model."""
-    if backend != "hf":
+    """For ``hf`` and ``demo``: use the embedded model unless model.path was given; check the path is a model
+    (``demo`` reads only its tokenizer)."""
+    if backend not in ("hf", "demo"):
         return
     from extensions.backends.embedded_model import ensure_embedded_model, validate_model_dir
 
@@ -120,7 +138,7 @@ def prepare_model(config: DictConfig, backend: str, overrides: list[str]) -> Non
     if not given and not path.is_dir():
         path = ensure_embedded_model()
     with open_dict(config):
-        config.actor_rollout_ref.model.path = str(validate_model_dir(path))
+        config.actor_rollout_ref.model.path = str(validate_model_dir(path, weights=backend == "hf"))
 
 
 async def run_batches(backend: Any, dataset: Any, args: argparse.Namespace, reward_fn: Any) -> list[TrajectoryRecord]:
@@ -192,6 +210,7 @@ def _main(args: argparse.Namespace) -> int:
     out_dir = Path(args.out or f"outputs/rollout/{config_file.parent.name}")
     files = None if args.replay else [args.data] if args.data else file_list(config.data.train_files)
     backend_name = args.backend or default_backend()
+    policy = demo_policy(args, backend_name)  # a bad policy is a command-line error: nothing is checked or loaded
     if backend_name in ("vllm", "sglang") and not args.replay:
         set_engine(config, backend_name)  # the checks below see the engine's settings (extensions/engine_rules.py)
     problems = validate_experiment(
@@ -216,7 +235,7 @@ def _main(args: argparse.Namespace) -> int:
     prepare_model(config, backend_name, args.overrides)
     with console(args.verbose):
         built = time.perf_counter()
-        backend = make_backend(backend_name, config)
+        backend = make_backend(backend_name, config, demo_policy=policy)
         backend_start_s = time.perf_counter() - built  # engine servers up (or the in-process model loaded)
         dataset = load_dataset(files, backend.tokenizer, config.data)
         started = time.perf_counter()

@@ -43,6 +43,11 @@ with ``bash scripts/gpu/background.sh --status 240 setup``). A long install in t
 idle for more than 30 s before the next call, more than once."""
 
 
+def call_cap(tree_bytes: int) -> int:
+    """The most bytes one call may carry beside a working tree of ``tree_bytes`` (and half a MiB of room)."""
+    return TREE_LIMIT - tree_bytes - MIB // 2
+
+
 def working_tree_bytes() -> int:
     """Bytes that travel with every call: tracked + untracked-not-ignored files."""
     out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -140,7 +145,12 @@ def stage(calls: list[dict], only: bool) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--parts", type=Path, default=REPO / ".whl-gpu" / "parts")
-    ap.add_argument("--max-mib", type=float, default=60)
+    ap.add_argument(
+        "--max-mib",
+        type=float,
+        default=None,
+        help="most MiB carried a call (default: 64 MiB less the working tree and 0.5 MiB of room)",
+    )
     ap.add_argument("--only", nargs="+", metavar="PART", help="only these part names (re-carry after a fresh machine)")
     ap.add_argument("--stage", action="store_true", help="hard-link each call's files into .whl-gpu/carry/NN/")
     ap.add_argument("--gguf-first", action="store_true")
@@ -150,8 +160,9 @@ def main() -> int:
     if not args.parts.is_dir():
         raise SystemExit(f"{args.parts} missing: run bash scripts/gpu/build_wheelhouse.sh first")
 
-    calls = make_plan(args.parts, int(args.max_mib * MIB), args.only, args.gguf_first, not args.no_install)
     tree = working_tree_bytes()
+    cap = int(args.max_mib * MIB) if args.max_mib is not None else call_cap(tree)
+    calls = make_plan(args.parts, cap, args.only, args.gguf_first, not args.no_install)
     total = sum(c["bytes"] for c in calls)
     if args.stage:
         stage(calls, bool(args.only))

@@ -45,7 +45,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch, qwen_dir: Path) -> dict[str, Any]:
     """``--backend vllm`` runs verl's worker in-process on the scripted fake; records what was built."""
     built: dict[str, Any] = {}
 
-    def make_backend(name: str, config: Any) -> InProcessBackend:
+    def make_backend(name: str, config: Any, **_: Any) -> InProcessBackend:
         backend = InProcessBackend(config, llm_client=None)
         backend.llm_client = backend.worker.llm_client = ScriptedServer(
             backend.tokenizer, {GOOD: ["It is 7.\n#### 7", "Checked: 7.\n#### 7"], BAD: [ServerFault("GPU fell off")]}

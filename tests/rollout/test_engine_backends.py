@@ -102,7 +102,7 @@ def test_set_engine_points_verl_rollout_at_the_engine_with_real_weights(engine: 
 
 def test_unknown_backend_names_the_choices() -> None:
     config, _ = cli.compose_experiment(EXPERIMENT, [])
-    with pytest.raises(ValueError, match=r"^unknown backend 'trt'; choose one of hf, vllm, sglang$"):
+    with pytest.raises(ValueError, match=r"^unknown backend 'trt'; choose one of hf, vllm, sglang, demo$"):
         backends.make_backend("trt", config)
 
 

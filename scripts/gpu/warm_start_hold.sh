@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Context folding (issue 21) from a warm start, in one hold of a ONE-GPU machine, started by the last carry call:
+#   bash scripts/gpu/background.sh setup bash scripts/gpu/warm_start_hold.sh
+#   OUT=$OUT bash scripts/gpu/warm_start_hold.sh status [SECONDS]   # polls: waits SECONDS (0), then progress;
+#       $OUT gets setup.log, sft/ (steps, summary), demos.tgz, ledger_fold.tgz (the trainer), side_ledger.tgz
+# 1. install (wheels, check, model);
+# 2. demonstrations: $DEMO_COUNT (160) flagged training ledgers of seed 1 (the trainer's are seed 0) through
+#    folding_flagged, played by the scripted demonstrator (python -m extensions.rollout --backend demo): what the
+#    tools show, never the answer key;
+# 3. supervised fine-tuning of the embedded model on their trained tokens (python -m extensions.warm_start.sft)
+#    -> /tmp/sft_model, which every later run uses (LONGFLOW_MODEL_PATH);
+# 4. on the same GPU at once: GRPO of the fold variant on LEDGER_QUESTION's ledgers for $STEPS (30) steps at 8 x 4,
+#    validated at steps $TEST_FREQ (15) and 30; and the rollout driver on the $TEST_COUNT (128) held-out ledgers, greedy: ReAct
+#    truncated, folding before GRPO, ReAct wide (scripts/gpu/side_runs.sh, a fixed KV cache of KV_BYTES;
+#    SIDE_VARIANTS picks them, "none" runs the trainer alone).
+# Measured on an H200 (docs/results/ledger-warm-start-h200): 55 carry calls ~4.8 min, install + demonstrations + SFT
+# ~4.5 min, trainer start ~4 min, then 25-45 s a step beside the side runs: 30 steps do not fit one 30-minute hold
+# with the side runs. With SIDE_VARIANTS=none TEST_FREQ=30, these figures add up to about 28 minutes: a tight fit.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+export LEDGER_QUESTION=${LEDGER_QUESTION:-flagged} TEST_COUNT=${TEST_COUNT:-128} TRAIN_COUNT=${TRAIN_COUNT:-1000}
+export LEDGER_TRAIN_ARGS=${LEDGER_TRAIN_ARGS:---min-pages 30}   # the held-out ledgers' length (the curriculum
+# of 1 to 30 pages paid for answering after page 1: docs/results/ledger-flagged-h200)
+SFT=${SFT_DIR:-/tmp/sft_model} DEMOS=/tmp/demos
+case ${1:-run} in
+status)
+  sleep "${2:-0}"
+  bash scripts/gpu/background.sh --status 0 setup
+  if [ -n "${OUT:-}" ]; then
+    mkdir -p "$OUT/sft"; cp "$SFT"/sft_steps.csv "$SFT"/sft_summary.json "$OUT/sft/" 2>/dev/null || true
+    [ -d "$DEMOS/out" ] && tar -czf "$OUT/demos.tgz" -C "$DEMOS" out
+  fi
+  tail -n 2 "$SFT/sft_steps.csv" 2>/dev/null | sed 's/^/sft: /' || true
+  bash scripts/gpu/train_bg.sh --status 0 ledger_fold
+  echo "== side_ledger"; SIDE=/tmp/side_ledger bash scripts/gpu/side_runs.sh status
+  exit 0
+  ;;
+run) ;;
+*) echo "usage: bash scripts/gpu/warm_start_hold.sh [run | status [SECONDS]]" >&2; exit 2 ;;
+esac
+LONGFLOW_STEPS=wheels,check,model bash scripts/gpu/install_on_gpu.sh
+source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"
+export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
+base=${LONGFLOW_MODEL_PATH:-/tmp/longflow/qwen25-coder-0.5b-instruct}
+source experiments/ledger_folding/task.sh   # LEDGER_ARGS, WINDOW_ARGS, FOLD_LOOP
+echo "== demonstrations ($(date +%T))"
+# shellcheck disable=SC2086  # option lists
+python3 -m extensions.data.ledger --output-dir "$DEMOS/data" --split train --seed 1 --count "${DEMO_COUNT:-160}" \
+  --agent-name "$FOLD_LOOP" $LEDGER_ARGS $LEDGER_TRAIN_ARGS
+# shellcheck disable=SC2086
+LONGFLOW_MODEL_PATH=$base python3 -m extensions.rollout experiments/ledger_folding --backend demo \
+  --data "$DEMOS/data/train.parquet" --batch-size 64 --out "$DEMOS/out" --no-html $WINDOW_ARGS
+echo "== sft ($(date +%T))"
+python3 -m extensions.warm_start.sft --records "$DEMOS/out/trajectories.jsonl" --model "$base" --out "$SFT" \
+  --epochs "${SFT_EPOCHS:-3}" --lr "${SFT_LR:-2e-5}"
+export LONGFLOW_MODEL_PATH=$SFT
+echo "== folding, trained from the warm start ($(date +%T))"
+VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold \
+  actor_rollout_ref.rollout.gpu_memory_utilization=0.35 data.train_batch_size=8 actor_rollout_ref.rollout.n=4 \
+  actor_rollout_ref.actor.ppo_mini_batch_size=8 "trainer.total_training_steps=${STEPS:-30}" \
+  "trainer.test_freq=${TEST_FREQ:-15}" trainer.val_before_train=false +ray_kwargs.ray_init.include_dashboard=false
+variants=${SIDE_VARIANTS:-truncated fold wide}   # "none": the trainer alone (the baselines measured already)
+if [ "$variants" != none ]; then
+  echo "== $variants ($(date +%T))"
+  KV_BYTES=${KV_BYTES:-17179869184} SIDE=/tmp/side_ledger LEDGERS=$TEST_COUNT LEDGER_VARIANTS="$variants" \
+    ASK_VARIANTS=none DELAY_S=${DELAY_S:-90} bash scripts/gpu/side_runs.sh start
+fi
+echo "warm start hold started ($(date +%T))"
