@@ -164,7 +164,7 @@ def tiny_model(qwen_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Path
     config = Qwen2Config(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                          num_attention_heads=4, num_key_value_heads=2, pad_token_id=tok.pad_token_id)  # fmt: skip
     torch.manual_seed(0)
-    Qwen2ForCausalLM(config).save_pretrained(out)
+    Qwen2ForCausalLM(config).to(torch.bfloat16).save_pretrained(out)  # bf16 weights, as the GPU's embedded model
     return out
 
 
@@ -189,6 +189,12 @@ def test_sft_on_demonstrations_lowers_the_loss_and_writes_a_loadable_model(
     names = {p.name for p in out.iterdir()}
     assert {"tokenizer.json", "tokenizer_config.json", "config.json", "model.safetensors"} <= names
     assert "longflow_embedded.json" not in names  # the base weights' provenance is not these weights'
+    assert json.loads((out / "config.json").read_text())["dtype"] == "bfloat16"  # the source's, though trained in fp32
+    from safetensors import safe_open
+
+    with safe_open(out / "model.safetensors", "pt") as weights:
+        names = weights.keys()  # a safetensors handle, not a dict
+        assert {str(weights.get_tensor(k).dtype) for k in names} == {"torch.bfloat16"}
     AutoModelForCausalLM.from_pretrained(out)
 
 
@@ -210,3 +216,11 @@ def test_the_committed_fine_tuning_figures_agree() -> None:
     assert round(rows[0]["loss"], 4) == round(summary_json["first_loss"], 4) == 2.0562
     assert round(rows[-1]["loss"], 4) == round(summary_json["last_loss"], 4) == 0.0024
     assert sum(r["rows"] for r in rows) == 3 * summary_json["rows"] == 3 * 851
+
+
+def test_the_demo_backend_needs_a_policy() -> None:
+    from extensions.rollout import backends
+
+    config, _ = cli.compose_experiment(EXPERIMENT, [])
+    with pytest.raises(ConfigError, match=r"^--backend demo needs a demonstrator: demo_policy "):
+        backends.make_backend("demo", config)

@@ -144,6 +144,11 @@ def make_backend(name: str, config: DictConfig, demo_policy: Any = None) -> Back
     if name == "demo":
         from extensions.backends.demo_server import DemoServer
 
+        if demo_policy is None:
+            raise ConfigError(
+                "--backend demo needs a demonstrator: demo_policy (demo_server.load_policy('module:function'))"
+            )
+
         backend = InProcessBackend(config, llm_client=None)
         backend.llm_client = backend.worker.llm_client = DemoServer(backend.tokenizer, demo_policy)
         return backend

@@ -105,6 +105,18 @@ def micro_loss_sum(model: object, ids: object, attention: object, labels: object
     return F.cross_entropy(logits, targets[where], reduction="sum")
 
 
+def source_weights_dtype(model_dir: Path) -> object:
+    """The torch dtype the source's config.json names (``dtype``, or ``torch_dtype`` in older files); float32 if none."""
+    import torch
+
+    config = json.loads((model_dir / "config.json").read_text())
+    name = config.get("dtype") or config.get("torch_dtype") or "float32"
+    dtype = getattr(torch, str(name), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ConfigError(f"{model_dir / 'config.json'}: dtype {name!r} is not a torch dtype (e.g. bfloat16, float32)")
+    return dtype
+
+
 def copy_tokenizer_files(source: Path, out: Path) -> None:
     """Everything of the source model folder but its weights, config and provenance (tokenizer, chat template,
     generation config)."""
@@ -126,8 +138,8 @@ def train(args: argparse.Namespace) -> dict[str, object]:
           f"{args.min_reward}); {sum(len(r.input_ids) for r in rows)} tokens, "
           f"{sum(label != IGNORE for r in rows for label in r.labels)} trained", flush=True)  # fmt: skip
     device = "cuda" if torch.cuda.is_available() else "cpu"
+    source_dtype = source_weights_dtype(Path(args.model))  # before loading: loading in float32 rewrites the config's
     model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).to(device)
-    source_dtype = model.config.dtype if hasattr(model.config, "dtype") else model.config.torch_dtype
     model.config.use_cache = False
     if args.gradient_checkpointing:
         model.gradient_checkpointing_enable()
@@ -171,7 +183,7 @@ def train(args: argparse.Namespace) -> dict[str, object]:
             if step == 1 or step % args.log_every == 0 or step == len(plan):
                 print(f"sft step {step}/{len(plan)} epoch {epoch + 1} loss {total:.4f} ({row[-1]} s)", flush=True)
     model.config.use_cache = True
-    model.to(source_dtype if isinstance(source_dtype, torch.dtype) else torch.float32)
+    model.to(source_dtype)
     copy_tokenizer_files(Path(args.model), out)
     model.save_pretrained(out, safe_serialization=True)
     summary = {

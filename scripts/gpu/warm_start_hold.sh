@@ -14,7 +14,7 @@
 #    truncated, folding before GRPO, ReAct wide (scripts/gpu/side_runs.sh, a fixed KV cache of KV_BYTES;
 #    SIDE_VARIANTS picks them, "none" runs the trainer alone).
 # Measured on an H200 (docs/results/ledger-warm-start-h200): 55 carry calls ~4.8 min, install + demonstrations + SFT
-# ~4.5 min, trainer start ~4 min, then 25-45 s a step beside the side runs: 30 steps do not fit one 30-minute hold
+# ~5.0 min, trainer start ~4 min, then 25-45 s a step beside the side runs: 30 steps do not fit one 30-minute hold
 # with the side runs. With SIDE_VARIANTS=none TEST_FREQ=30, these figures add up to about 28 minutes: a tight fit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,7 +28,7 @@ status)
   bash scripts/gpu/background.sh --status 0 setup
   if [ -n "${OUT:-}" ]; then
     mkdir -p "$OUT/sft"; cp "$SFT"/sft_steps.csv "$SFT"/sft_summary.json "$OUT/sft/" 2>/dev/null || true
-    [ -d "$DEMOS/out" ] && tar -czf "$OUT/demos.tgz" -C "$DEMOS" out
+    [ -d "$DEMOS/out" ] && { tar -czf "$OUT/demos.tgz" -C "$DEMOS" out || true; }
   fi
   tail -n 2 "$SFT/sft_steps.csv" 2>/dev/null | sed 's/^/sft: /' || true
   bash scripts/gpu/train_bg.sh --status 0 ledger_fold
