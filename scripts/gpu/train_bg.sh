@@ -28,7 +28,7 @@ if [ "${1:-}" = --status ]; then   # --status SECONDS NAME...: wait until every 
       "$(grep -oE "val-core/[^ ]*acc/mean@1:[^ ]*" "$d/console.log" 2>/dev/null | tail -n 1)" \
       "tracebacks: $(grep -c Traceback "$d/console.log" 2>/dev/null)" "$([ -f "$d/rc" ] && echo "exit $(cat "$d/rc")")"
     if [ -n "${OUT:-}" ] && [ -d "$d" ]; then   # everything so far, one file per run (8 files come back at most)
-      files=(); for f in command.txt metrics.jsonl console.log rc val; do [ -e "$d/$f" ] && files+=("$f"); done
+      files=(); for f in command.txt metrics.jsonl console.log rc val rollouts; do [ -e "$d/$f" ] && files+=("$f"); done
       tar -czf "$OUT/$n.tgz" -C "$d" "${files[@]}"
     fi
   done

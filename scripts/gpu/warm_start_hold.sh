@@ -2,7 +2,8 @@
 # Context folding (issue 21) from a warm start, in one hold of a ONE-GPU machine, started by the last carry call:
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/warm_start_hold.sh
 #   OUT=$OUT bash scripts/gpu/warm_start_hold.sh status [SECONDS]   # polls: waits SECONDS (0), then progress;
-#       $OUT gets setup.log, sft/ (steps, summary), demos.tgz, ledger_fold.tgz (the trainer), side_ledger.tgz
+#       $OUT gets setup.log, sft/ (steps, summary), demos.tgz, ledger_fold.tgz (the trainer, its training rollouts
+#       included: trainer.rollout_data_dir), side_ledger.tgz
 # 1. install (wheels, check, model);
 # 2. demonstrations: $DEMO_COUNT (160) flagged training ledgers of seed 1 (the trainer's are seed 0) through
 #    folding_flagged, played by the scripted demonstrator (python -m extensions.rollout --backend demo): what the
@@ -55,10 +56,12 @@ python3 -m extensions.warm_start.sft --records "$DEMOS/out/trajectories.jsonl" -
   --epochs "${SFT_EPOCHS:-3}" --lr "${SFT_LR:-2e-5}"
 export LONGFLOW_MODEL_PATH=$SFT
 echo "== folding, trained from the warm start ($(date +%T))"
+# shellcheck disable=SC2086  # TRAIN_ARGS: more hydra overrides (untried: a larger actor.ppo_max_token_len_per_gpu)
 VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold \
   actor_rollout_ref.rollout.gpu_memory_utilization=0.35 data.train_batch_size=8 actor_rollout_ref.rollout.n=4 \
   actor_rollout_ref.actor.ppo_mini_batch_size=8 "trainer.total_training_steps=${STEPS:-30}" \
-  "trainer.test_freq=${TEST_FREQ:-15}" trainer.val_before_train=false +ray_kwargs.ray_init.include_dashboard=false
+  "trainer.test_freq=${TEST_FREQ:-15}" trainer.val_before_train=false +ray_kwargs.ray_init.include_dashboard=false \
+  trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-}   # the training rollouts, for what went wrong
 variants=${SIDE_VARIANTS:-truncated fold wide}   # "none": the trainer alone (the baselines measured already)
 if [ "$variants" != none ]; then
   echo "== $variants ($(date +%T))"
