@@ -74,6 +74,9 @@ async def test_the_demo_server_answers_like_an_engine(tokenizer: Any) -> None:
     assert out.log_probs == [0.0] * len(out.token_ids) and out.stop_reason == "completed"
     cut = await server.generate("r2", prompt_ids=prompt, sampling_params={"max_tokens": 2})
     assert cut.token_ids == out.token_ids[:2] and cut.stop_reason == "length" and cut.log_probs is None
+    # a stop string ends the reply with the token that completes it, as the scripted test server's do
+    fenced = await server.generate("r3", prompt_ids=prompt, sampling_params={"stop": ["page"]})
+    assert tokenizer.decode(fenced.token_ids) == "read page" and fenced.stop_reason == "completed"
 
 
 def test_a_bad_demo_policy_is_a_config_error() -> None:

@@ -33,6 +33,8 @@ from typing import Any
 
 from verl.workers.rollout.replica import TokenOutput
 
+from extensions.backends.demo_server import engine_cut
+
 
 @dataclass(frozen=True)
 class ServerFault:
@@ -127,9 +129,7 @@ class ScriptedServer:
         if isinstance(reply, ServerFault):
             raise RuntimeError(reply.message)
         ids = self._tokens(reply)
-        ids = self._apply_stops(ids, sampling_params)
-        ids, hit = self._apply_stop_strings(ids, sampling_params.get("stop") or [])
-        stopped = hit or bool(ids and ids[-1] == self.eos_id)
+        ids, stopped = engine_cut(self.tokenizer, ids, sampling_params)
         log_probs = [fake_logprob(t) for t in ids] if sampling_params.get("logprobs") else None
         return TokenOutput(
             token_ids=ids,
@@ -149,20 +149,3 @@ class ScriptedServer:
         if reply not in self._encoded:
             self._encoded[reply] = self.tokenizer.encode(reply, add_special_tokens=False) + [self.eos_id]
         return self._encoded[reply]
-
-    def _apply_stop_strings(self, ids: list[int], stops: list[str]) -> tuple[list[int], bool]:
-        for end in range(1, len(ids) + 1) if stops else ():
-            text = self.tokenizer.decode(ids[:end], skip_special_tokens=True)
-            if any(stop in text for stop in stops):
-                return ids[:end], True
-        return ids, False
-
-    @staticmethod
-    def _apply_stops(ids: list[int], sampling_params: dict[str, Any]) -> list[int]:
-        stops = set(sampling_params.get("stop_token_ids") or [])
-        for i, tok in enumerate(ids):
-            if tok in stops:
-                ids = ids[: i + 1]
-                break
-        max_tokens = sampling_params.get("max_tokens")
-        return ids[:max_tokens] if max_tokens is not None else ids

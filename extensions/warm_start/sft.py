@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import logging
 import random
 import shutil
 import sys
@@ -29,7 +28,6 @@ from pathlib import Path
 from extensions.errors import ConfigError, LongflowError
 from extensions.rollout.records import TrajectoryRecord, read_jsonl
 
-logger = logging.getLogger("extensions.warm_start.sft")
 IGNORE = -100
 WEIGHT_FILES = ("*.safetensors", "*.bin", "*.gguf", "*.safetensors.index.json", "*.bin.index.json")
 NOT_COPIED = ("config.json", "longflow_embedded.json")  # written anew; the base weights' provenance (not these)
