@@ -13,7 +13,8 @@
 # 4. on the same GPU at once: GRPO of the fold variant on LEDGER_QUESTION's ledgers for $STEPS (30) steps at 8 x 4,
 #    validated at steps $TEST_FREQ (15) and 30; and the rollout driver on the $TEST_COUNT (128) held-out ledgers, greedy: ReAct
 #    truncated, folding before GRPO, ReAct wide (scripts/gpu/side_runs.sh, a fixed KV cache of KV_BYTES;
-#    SIDE_VARIANTS picks them, "none" runs the trainer alone).
+#    SIDE_VARIANTS picks them, "none" runs the trainer alone; VAL_BEFORE_TRAIN=true validates the warm start in the
+#    trainer too).
 # Measured on an H200 (docs/results/ledger-warm-start-h200): 55 carry calls ~4.8 min, install + demonstrations + SFT
 # ~5.0 min, trainer start ~4 min, then 25-45 s a step beside the side runs: 30 steps do not fit one 30-minute hold
 # with the side runs. With SIDE_VARIANTS=none TEST_FREQ=30, these figures add up to about 28 minutes: a tight fit.
@@ -60,7 +61,7 @@ echo "== folding, trained from the warm start ($(date +%T))"
 VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold \
   actor_rollout_ref.rollout.gpu_memory_utilization=0.35 data.train_batch_size=8 actor_rollout_ref.rollout.n=4 \
   actor_rollout_ref.actor.ppo_mini_batch_size=8 "trainer.total_training_steps=${STEPS:-30}" \
-  "trainer.test_freq=${TEST_FREQ:-15}" trainer.val_before_train=false +ray_kwargs.ray_init.include_dashboard=false \
+  "trainer.test_freq=${TEST_FREQ:-15}" "trainer.val_before_train=${VAL_BEFORE_TRAIN:-false}" +ray_kwargs.ray_init.include_dashboard=false \
   trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-}   # the training rollouts, for what went wrong
 variants=${SIDE_VARIANTS:-truncated fold wide}   # "none": the trainer alone (the baselines measured already)
 if [ "$variants" != none ]; then
