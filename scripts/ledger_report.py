@@ -7,7 +7,8 @@ Reads ``RESULTS/VARIANT/trajectories.jsonl`` (or ``.jsonl.gz`` / ``.jsonl.xz``) 
 segments, fold requests and what the policy wrote when asked for a summary: inside ``<summary>`` tags, or,
 untagged, a ``read_page`` call) and ``RESULTS/pages.png``
 (how far each variant read, and how its fold requests were answered). For ``--question lookup`` ledgers,
-how many trajectories read the page holding the asked transaction, and their accuracy. Accuracy is the reward's ``acc``;
+how many trajectories read the page holding the asked transaction, their accuracy, and that accuracy by the
+transaction's line on its page (``accuracy_by_needle_line``: "line: right/reached"). Accuracy is the reward's ``acc``;
 everything else is counted from the recorded turns, earlier segments included.
 """
 
@@ -29,9 +30,10 @@ from extensions.folding import read_summary
 
 FIELDS = ["variant", "trajectories", "accuracy", "answered", "distinct_pages_mean", "highest_page_mean",
           "read_all_pages", "segments_mean", "summary_turns", "summaries_tagged", "summaries_calling_a_tool",
-          "needle_reached", "accuracy_when_reached", "termination_reasons"]  # fmt: skip
+          "needle_reached", "accuracy_when_reached", "accuracy_by_needle_line", "termination_reasons"]  # fmt: skip
 NEEDLE = re.compile(r"has the memo reference ref ([0-9a-z-]+)\.")  # --ref-style number or word
 FLAGGED = f"is marked {FLAG} at the end of its line"  # --ref-style flag
+TRANSACTION = re.compile(r"^T\d+ \|")  # a transaction's line on a page
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -68,17 +70,29 @@ def pages_read(record: dict[str, Any]) -> list[int]:
     return pages
 
 
-def needle_page(record: dict[str, Any]) -> int | None:
-    """The page of the asked transaction of a lookup ledger (from the question and the pages), else None."""
+def needle_place(record: dict[str, Any]) -> tuple[int, int] | None:
+    """(page, line) of the asked transaction of a lookup ledger, both from 1 (the line among the page's
+    transaction lines), from the question and the pages; None for other ledgers."""
     question = next((m["content"] for m in record.get("raw_prompt") or [] if m["role"] == "user"), "")
     if FLAGGED in question:  # --ref-style flag: the transaction's line ends with the flag
-        line = re.compile(rf"^T\d+ \|.* \| {FLAG}$", re.MULTILINE)
+        needle = re.compile(rf"^T\d+ \|.* \| {FLAG}$")
     elif (match := NEEDLE.search(question)) is not None:
-        line = re.compile(rf"^T\d+ \|.* ref {match[1]}$", re.MULTILINE)  # a transaction's line, not a footer naming it
+        needle = re.compile(rf"^T\d+ \|.* ref {match[1]}$")  # a transaction's line, not a footer naming it
     else:
         return None
     pages = record["tools_kwargs"]["read_page"]["create_kwargs"]["pages"]
-    return next((k for k, page in enumerate(pages, start=1) if line.search(page)), None)
+    for k, page in enumerate(pages, start=1):
+        lines = [line for line in page.splitlines() if TRANSACTION.match(line)]
+        found = next((n for n, line in enumerate(lines, start=1) if needle.match(line)), None)
+        if found is not None:
+            return k, found
+    return None
+
+
+def needle_page(record: dict[str, Any]) -> int | None:
+    """The page of the asked transaction of a lookup ledger, else None."""
+    place = needle_place(record)
+    return None if place is None else place[0]
 
 
 def all_turns(record: dict[str, Any]) -> list[dict[str, Any]]:
@@ -118,6 +132,7 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
         ),
         "reason": record["termination_reason"],
         "needle_page": (needle := needle_page(record)),
+        "needle_line": None if (place := needle_place(record)) is None else place[1],
         "reached_needle": needle in pages,
     }
 
@@ -144,11 +159,18 @@ def variant_row(name: str, rows: list[dict[str, Any]]) -> dict[str, Any]:
 def needle_figures(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Lookup ledgers: trajectories that read the asked transaction's page, and their accuracy ("" otherwise)."""
     if any(r["needle_page"] is None for r in rows):
-        return {"needle_reached": "", "accuracy_when_reached": ""}
+        return {"needle_reached": "", "accuracy_when_reached": "", "accuracy_by_needle_line": ""}
     reached = [r for r in rows if r["reached_needle"]]
+    lines = sorted({r["needle_line"] for r in reached})
     return {
         "needle_reached": len(reached),
         "accuracy_when_reached": round(mean(r["acc"] for r in reached), 4) if reached else "",
+        # right / reached, by the transaction's line on its page: copying the wrong line shows here
+        "accuracy_by_needle_line": "; ".join(
+            f"{n}: {sum(r['acc'] for r in reached if r['needle_line'] == n):g}/"
+            f"{sum(r['needle_line'] == n for r in reached)}"
+            for n in lines
+        ),
     }
 
 

@@ -5,7 +5,9 @@
 For each run ``RESULTS/RUN/metrics.jsonl`` (written by ``VERL_FILE_LOGGER_PATH``; ``scripts/gpu/train_bg.sh``
 sets it) this writes ``RESULTS/RUN/steps.csv`` (one row per step, the columns below) and, over all runs,
 ``RESULTS/training.png`` (training score, held-out accuracy, turns and tool use per step). Needs matplotlib
-(``pip install -e '.[plots]'``).
+(``pip install -e '.[plots]'``). verl's training score is a mean over rows, and a folded trajectory is one row per
+segment: where ``RESULTS/RUN/rollout_steps.csv`` exists (``scripts/rollout_dump_report.py``), its per-trajectory
+score is drawn beside it, dashed.
 """
 
 from __future__ import annotations
@@ -66,14 +68,24 @@ def write_csv(rows: list[dict[str, float | None]], path: Path) -> None:
         writer.writerows(rows)
 
 
-def plot(runs: dict[str, list[dict[str, float | None]]], path: Path) -> None:
+def read_trajectory_scores(path: Path) -> list[tuple[int, float]]:
+    """(step, per-trajectory score) from ``scripts/rollout_dump_report.py``'s ``rollout_steps.csv``."""
+    with path.open() as f:
+        return [(int(r["step"]), float(r["trajectory_score"])) for r in csv.DictReader(f) if r["trajectory_score"]]
+
+
+def plot(
+    runs: dict[str, list[dict[str, float | None]]],
+    path: Path,
+    per_trajectory: dict[str, list[tuple[int, float]]] | None = None,
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     panels = [
-        ("score", "training score (mean over the step's trajectories)"),
+        ("score", "training score (mean over rows: a row per segment)"),
         ("val_acc", "held-out accuracy (greedy)"),
         ("tool_calls", "tool calls per trajectory"),
         ("assistant_turns", "assistant turns per trajectory"),
@@ -86,6 +98,9 @@ def plot(runs: dict[str, list[dict[str, float | None]]], path: Path) -> None:
             points = [(r["step"], r[column]) for r in rows if r[column] is not None]
             if points:
                 ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
+            if column == "score" and (per_trajectory or {}).get(name):
+                steps, scores = zip(*per_trajectory[name], strict=True)
+                ax.plot(steps, scores, linestyle="--", label=f"{name}, per trajectory")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)
@@ -99,13 +114,15 @@ def main(argv: list[str]) -> int:
         print(__doc__)
         return 2
     results, names = Path(argv[0]), argv[1:]
-    runs = {}
+    runs, per_trajectory = {}, {}
     for name in names:
+        if (dump := results / name / "rollout_steps.csv").is_file():
+            per_trajectory[name] = read_trajectory_scores(dump)
         rows = read_steps(results / name / "metrics.jsonl")
         write_csv(rows, results / name / "steps.csv")
         runs[name] = rows
         print(f"{name}: {len(rows)} steps -> {results / name / 'steps.csv'}")
-    plot(runs, results / "training.png")
+    plot(runs, results / "training.png", per_trajectory)
     print(f"wrote {results / 'training.png'}")
     return 0
 

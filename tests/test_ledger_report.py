@@ -66,6 +66,7 @@ def test_figures_count_pages_segments_and_what_each_summary_turn_held() -> None:
         "summaries_calling_a_tool": 1,
         "reason": "final_answer",
         "needle_page": None,
+        "needle_line": None,
         "reached_needle": False,
     }
 
@@ -97,6 +98,7 @@ def test_main_writes_one_csv_row_per_variant(tmp_path: Path, monkeypatch) -> Non
         "summaries_calling_a_tool": 2,
         "needle_reached": "",
         "accuracy_when_reached": "",
+        "accuracy_by_needle_line": "",
         "termination_reasons": "final_answer 2",
     }
     monkeypatch.setitem(report.main.__globals__, "plot", lambda *a: tmp_path / "pages.png")  # PNG: matplotlib
@@ -120,7 +122,7 @@ def test_lookup_ledgers_count_who_read_the_asked_transactions_page() -> None:
         7, True, 5, False
     )  # fmt: skip
     row = report.variant_row("react", [read, missed])
-    assert (row["needle_reached"], row["accuracy_when_reached"]) == (1, 1.0)
+    assert (row["needle_reached"], row["accuracy_when_reached"], row["accuracy_by_needle_line"]) == (1, 1.0, "1: 1/1")
 
 
 def test_a_submit_answer_call_that_ended_the_trajectory_counts_as_an_answer() -> None:
@@ -143,3 +145,21 @@ def test_a_flagged_ledgers_needle_is_the_line_that_ends_with_the_flag() -> None:
     ledger = make_ledger(random.Random("ledger/test/0/1"), spec)
     flagged = report.figures(record(0, acc=0.0, question=question_text(ledger)[1], pages=ledger.pages))
     assert ledger.needle[2] > 1 and flagged["needle_page"] == ledger.needle[2]  # not page 1, whose footer names it
+    lines = [line for line in ledger.pages[ledger.needle[2] - 1].splitlines() if line.startswith("T")]
+    assert (
+        lines[flagged["needle_line"] - 1].endswith("| DISPUTED")
+        and f"| {ledger.needle[1]} |" in lines[flagged["needle_line"] - 1]
+    )
+
+
+def test_accuracy_by_the_needles_line_counts_right_over_reached_per_line() -> None:
+    """The H100 warm start copied the page's first amount: right when the flag was on line 1, not below it."""
+    report = load_script("ledger_report")
+    figs = [{"acc": acc, "reached_needle": reached, "needle_line": line, "needle_page": 3}
+            for acc, reached, line in [(1.0, True, 1), (1.0, True, 1), (0.0, True, 3), (1.0, True, 3),
+                                       (0.0, True, 4), (0.0, False, 2)]]  # fmt: skip
+    assert report.needle_figures(figs) == {
+        "needle_reached": 5,
+        "accuracy_when_reached": 0.6,
+        "accuracy_by_needle_line": "1: 2/2; 3: 1/2; 4: 0/1",  # line 2 was never reached
+    }

@@ -56,3 +56,11 @@ def test_another_tasks_held_out_accuracy_fills_val_acc(tmp_path: Path) -> None:
         (0, 0.0078125, None, None),
         (1, None, 0.0, 1.875),
     ]
+
+
+def test_the_dump_reports_per_trajectory_score_is_read_by_step(tmp_path: Path) -> None:
+    pt = load()
+    (tmp_path / "rollout_steps.csv").write_text(
+        "step,trajectories,scored,trajectory_score,row_score\n1,32,32,1.0,1.0\n12,32,27,0.8438,0.7719\n2,0,0,,\n"
+    )
+    assert pt.read_trajectory_scores(tmp_path / "rollout_steps.csv") == [(1, 1.0), (12, 0.8438)]

@@ -15,9 +15,12 @@
 #    truncated, folding before GRPO, ReAct wide (scripts/gpu/side_runs.sh, a fixed KV cache of KV_BYTES;
 #    SIDE_VARIANTS picks them, "none" runs the trainer alone; VAL_BEFORE_TRAIN=true validates the warm start in the
 #    trainer too).
-# Measured on an H200 (docs/results/ledger-warm-start-h200): 55 carry calls ~4.8 min, install + demonstrations + SFT
-# ~5.0 min, trainer start ~4 min, then 25-45 s a step beside the side runs: 30 steps do not fit one 30-minute hold
-# with the side runs. With SIDE_VARIANTS=none TEST_FREQ=30, these figures add up to about 28 minutes: a tight fit.
+# STEPS=0 runs no trainer (the side runs alone: docs/results/ledger-warm-start-h100).
+# Measured: 58 carry calls ~5.6-6.2 min; install + demonstrations + SFT ~4.5-5 min; trainer start and step-0
+# validation ~4.5 min. Beside the side runs a step took 25-45 s and 30 steps did not fit one 30-minute hold
+# (docs/results/ledger-warm-start-h200). Alone, with SIDE_VARIANTS=none TEST_FREQ=30 VAL_BEFORE_TRAIN=true and
+# TRAIN_ARGS="actor_rollout_ref.model.enable_gradient_checkpointing=false actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192",
+# 30 steps took 11 min (median 21.4 s) and the whole hold 29.6 min of 30 (docs/results/ledger-grpo30-h200): a tight fit.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export LEDGER_QUESTION=${LEDGER_QUESTION:-flagged} TEST_COUNT=${TEST_COUNT:-128} TRAIN_COUNT=${TRAIN_COUNT:-1000}
@@ -56,13 +59,15 @@ echo "== sft ($(date +%T))"
 python3 -m extensions.warm_start.sft --records "$DEMOS/out/trajectories.jsonl" --model "$base" --out "$SFT" \
   --epochs "${SFT_EPOCHS:-3}" --lr "${SFT_LR:-2e-5}"
 export LONGFLOW_MODEL_PATH=$SFT
-echo "== folding, trained from the warm start ($(date +%T))"
-# shellcheck disable=SC2086  # TRAIN_ARGS: more hydra overrides (untried: a larger actor.ppo_max_token_len_per_gpu)
-VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold \
-  actor_rollout_ref.rollout.gpu_memory_utilization=0.35 data.train_batch_size=8 actor_rollout_ref.rollout.n=4 \
-  actor_rollout_ref.actor.ppo_mini_batch_size=8 "trainer.total_training_steps=${STEPS:-30}" \
-  "trainer.test_freq=${TEST_FREQ:-15}" "trainer.val_before_train=${VAL_BEFORE_TRAIN:-false}" +ray_kwargs.ray_init.include_dashboard=false \
-  trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-}   # the training rollouts, for what went wrong
+if [ "${STEPS:-30}" != 0 ]; then   # STEPS=0: no trainer (the side runs alone)
+  echo "== folding, trained from the warm start ($(date +%T))"
+  # shellcheck disable=SC2086  # TRAIN_ARGS: more hydra overrides (the header says which made steps faster)
+  VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold \
+    actor_rollout_ref.rollout.gpu_memory_utilization=0.35 data.train_batch_size=8 actor_rollout_ref.rollout.n=4 \
+    actor_rollout_ref.actor.ppo_mini_batch_size=8 "trainer.total_training_steps=${STEPS:-30}" \
+    "trainer.test_freq=${TEST_FREQ:-15}" "trainer.val_before_train=${VAL_BEFORE_TRAIN:-false}" +ray_kwargs.ray_init.include_dashboard=false \
+    trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-}   # the training rollouts, for what went wrong
+fi
 variants=${SIDE_VARIANTS:-truncated fold wide}   # "none": the trainer alone (the baselines measured already)
 if [ "$variants" != none ]; then
   echo "== $variants ($(date +%T))"
