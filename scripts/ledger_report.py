@@ -89,12 +89,6 @@ def needle_place(record: dict[str, Any]) -> tuple[int, int] | None:
     return None
 
 
-def needle_page(record: dict[str, Any]) -> int | None:
-    """The page of the asked transaction of a lookup ledger, else None."""
-    place = needle_place(record)
-    return None if place is None else place[0]
-
-
 def all_turns(record: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for s in record.get("segments", []) for t in s["turns"]] + record["turns"]
 
@@ -131,8 +125,8 @@ def figures(record: dict[str, Any]) -> dict[str, Any]:
             not tagged(t) and '"name"' in t["text"] and "read_page" in t["text"] for t in summaries
         ),
         "reason": record["termination_reason"],
-        "needle_page": (needle := needle_page(record)),
-        "needle_line": None if (place := needle_place(record)) is None else place[1],
+        "needle_page": (needle := place[0] if (place := needle_place(record)) else None),
+        "needle_line": place[1] if place else None,
         "reached_needle": needle in pages,
     }
 

@@ -60,7 +60,7 @@ def step_row(step: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
     finals = {key: max(segs)[1] for key, segs in segments.items()}  # the last segment's score
     counts = {key: len(segs) for key, segs in segments.items()}
     scored = [key for key, score in finals.items() if score > 0]
-    unscored = [key for key in finals if key not in set(scored)]
+    unscored = [key for key, score in finals.items() if score <= 0]
     return {
         "step": step,
         "trajectories": len(finals),
