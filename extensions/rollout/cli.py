@@ -2,7 +2,8 @@
 
     python -m extensions.rollout experiments/gsm8k_code_verify [hydra.overrides=...] \
         [--backend hf|vllm|sglang|demo] [--demo-policy MODULE:FUNCTION] [--data FILE] [--limit N] [--batch-size N] \
-        [--agent-name NAME] [--interaction NAME] [--out DIR] [--no-html] [--replay FILE] \
+        [--agent-name NAME] [--force-agent-name NAME[,NAME...]] [--interaction NAME] [--out DIR] [--no-html] \
+        [--replay FILE] \
         [--max-error-rate R] [--verbose]
 
 Steps: 1. compose the experiment's config.yaml (on verl's ppo_trainer) with the overrides, and
@@ -11,6 +12,8 @@ validate the whole experiment (``extensions/rollout/preflight.py``) before any m
 verl's RLHFDataset; 4. run them through verl's agent loops, batch by batch; 5. score each
 trajectory with the experiment's reward function; 6. write trajectories.jsonl,
 summary.json and report.html under ``--out``. The exit status (``EXIT_STATUS``) says how it went.
+``--force-agent-name A,B`` runs every sample once with each loop against one engine start (an A/B
+without a second server start: minutes on a GPU); each loop's outputs go to ``--out``/A and ``--out``/B.
 """
 
 from __future__ import annotations
@@ -71,7 +74,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=None, help="first N samples only")
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--agent-name", help="agent loop for samples without an agent_name column")
-    parser.add_argument("--force-agent-name", help="run every sample with this agent loop (A/B comparisons)")
+    parser.add_argument(
+        "--force-agent-name",
+        help="run every sample with this agent loop; with NAME,NAME,... once with each, one engine start for all, "
+        "each loop's outputs in OUT/NAME (A/B comparisons)",
+    )
     parser.add_argument("--interaction", help="interaction name for samples without interaction_kwargs.name")
     parser.add_argument("--out", default=None, help="output folder (default outputs/rollout/<experiment>)")
     parser.add_argument("--no-html", action="store_true", help="skip report.html")
@@ -93,6 +100,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [a for a in extra if a.startswith("-") or "=" not in a]
     if unknown:
         parser.error(f"unrecognized arguments: {' '.join(unknown)} (Hydra overrides look like key=value)")
+    args.forced = args.force_agent_name.split(",") if args.force_agent_name else [None]
+    if args.force_agent_name and (not all(args.forced) or len(set(args.forced)) < len(args.forced)):
+        parser.error(f"--force-agent-name {args.force_agent_name!r}: expected distinct loop names separated by commas")
+    if args.replay and len(args.forced) > 1:
+        parser.error("--replay takes at most one --force-agent-name")
     args.overrides = [*args.overrides, *extra]
     return args
 
@@ -141,14 +153,18 @@ def prepare_model(config: DictConfig, backend: str, overrides: list[str]) -> Non
         config.actor_rollout_ref.model.path = str(validate_model_dir(path, weights=backend == "hf"))
 
 
-async def run_batches(backend: Any, dataset: Any, args: argparse.Namespace, reward_fn: Any) -> list[TrajectoryRecord]:
+async def run_batches(
+    backend: Any, dataset: Any, args: argparse.Namespace, reward_fn: Any, forced: str | None = None
+) -> list[TrajectoryRecord]:
+    """Every sample through its agent loop (``forced``: through that one), batch by batch, scored."""
     from tqdm import tqdm
 
     records: list[TrajectoryRecord] = []
-    with tqdm(total=min(args.limit or len(dataset), len(dataset)), desc="trajectories", unit="traj") as bar:
+    total = min(args.limit or len(dataset), len(dataset))
+    with tqdm(total=total, desc=forced or "trajectories", unit="traj") as bar:
         for batch in batches(dataset, args.batch_size, args.limit):
-            if args.force_agent_name:
-                batch.non_tensor_batch["agent_name"][:] = args.force_agent_name
+            if forced:
+                batch.non_tensor_batch["agent_name"][:] = forced
             fill_defaults(batch, agent_name=args.agent_name, interaction=args.interaction)
             started = time.perf_counter()
             try:
@@ -213,15 +229,20 @@ def _main(args: argparse.Namespace) -> int:
     policy = demo_policy(args, backend_name)  # a bad policy is a command-line error: nothing is checked or loaded
     if backend_name in ("vllm", "sglang") and not args.replay:
         set_engine(config, backend_name)  # the checks below see the engine's settings (extensions/engine_rules.py)
-    problems = validate_experiment(
-        config,
-        str(config_file),
-        data_files=files,
-        limit=args.limit,
-        agent_name=args.agent_name,
-        force_agent_name=args.force_agent_name,
-        interaction=args.interaction,
-    )
+    problems = [
+        problem
+        for forced in args.forced
+        for problem in validate_experiment(
+            config,
+            str(config_file),
+            data_files=files,
+            limit=args.limit,
+            agent_name=args.agent_name,
+            force_agent_name=forced,
+            interaction=args.interaction,
+        )
+    ]
+    problems = list(dict.fromkeys(problems))
     if problems:
         print("\n".join(problems), file=sys.stderr)
         print(f"error: {len(problems)} problem(s) in experiment {args.experiment}; nothing was run", file=sys.stderr)
@@ -233,25 +254,46 @@ def _main(args: argparse.Namespace) -> int:
         mismatched = replay_file(args.replay, config, out_dir, quiet=lambda: console(args.verbose))
         return EXIT_REPLAY_MISMATCH if mismatched else EXIT_OK
     prepare_model(config, backend_name, args.overrides)
+    stdout = sys.stdout  # console() hides verl's prints, not the outputs and summaries
     with console(args.verbose):
         built = time.perf_counter()
         backend = make_backend(backend_name, config, demo_policy=policy)
         backend_start_s = time.perf_counter() - built  # engine servers up (or the in-process model loaded)
-        dataset = load_dataset(files, backend.tokenizer, config.data)
-        started = time.perf_counter()
         try:
-            records = asyncio.run(run_batches(backend, dataset, args, load_reward_fn(config)))
+            dataset = load_dataset(files, backend.tokenizer, config.data)
+            engine = {"backend": backend_name, "model": str(config.actor_rollout_ref.model.path)}
+            engine["backend_start_s"] = round(backend_start_s, 3)
+            with contextlib.redirect_stdout(stdout):
+                return asyncio.run(run_loops(backend, dataset, args, load_reward_fn(config), out_dir, engine))
         finally:
             backend.close()
-    summary = summarize(records, time.perf_counter() - started)
-    summary["backend"], summary["model"] = backend_name, str(config.actor_rollout_ref.model.path)
-    summary["backend_start_s"] = round(backend_start_s, 3)
-    write_outputs(records, summary, out_dir, html=not args.no_html, tokenizer=backend.tokenizer)
-    print(format_summary(summary))
-    if summary["errors"] > args.max_error_rate * len(records):
+
+
+async def run_loops(
+    backend: Any, dataset: Any, args: argparse.Namespace, reward_fn: Any, out_dir: Path, engine: dict[str, Any]
+) -> int:
+    """Each forced loop in turn (one event loop, one engine start for all); its outputs written as soon as done."""
+    status = EXIT_OK
+    for forced in args.forced:
+        loop_out = out_dir / forced if len(args.forced) > 1 else out_dir
+        started = time.perf_counter()
+        with console(args.verbose):
+            records = await run_batches(backend, dataset, args, reward_fn, forced)
+        summary = {**summarize(records, time.perf_counter() - started), **engine}
+        if len(args.forced) > 1:
+            summary["agent_name"], summary["engine_shared_by"] = forced, args.forced
+        write_outputs(records, summary, loop_out, html=not args.no_html, tokenizer=backend.tokenizer)
+        print(format_summary(summary))
+        status = max(status, check_errors(summary, len(records), args.max_error_rate, loop_out))
+    return status
+
+
+def check_errors(summary: dict[str, Any], n: int, max_error_rate: float, out_dir: Path) -> int:
+    """EXIT_ERRORS (and why, on stderr) when more than ``max_error_rate`` of ``n`` trajectories ended in `error`."""
+    if summary["errors"] > max_error_rate * n:
         print(
-            f"error: {summary['errors']} of {len(records)} trajectories ended in `error` "
-            f"(more than --max-error-rate {args.max_error_rate}); see {out_dir / 'trajectories.jsonl'}",
+            f"error: {summary['errors']} of {n} trajectories ended in `error` "
+            f"(more than --max-error-rate {max_error_rate}); see {out_dir / 'trajectories.jsonl'}",
             file=sys.stderr,
         )
         return EXIT_ERRORS

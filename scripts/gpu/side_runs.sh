@@ -3,6 +3,7 @@
 #   [DELAY_S=120] bash scripts/gpu/side_runs.sh start    # in the background (after DELAY_S), one after the other:
 #       1. experiments/ledger_folding on $LEDGERS (64) held-out ledgers (split test), greedy, $LEDGER_VARIANTS of
 #          truncated (react in the preset's window), wide (react, WIDE_RESPONSE), fold ($FOLD_LOOP); "none": skip;
+#          truncated and fold run against one engine start (--force-agent-name react,$FOLD_LOOP);
 #          the ledgers, window and FOLD_LOOP are LEDGER_QUESTION's (experiments/ledger_folding/task.sh)
 #       2. experiments/gsm8k_ask_user, variants $ASK_VARIANTS ("ask_hinted"), $ASK_LIMIT (256) test problems
 #   bash scripts/gpu/side_runs.sh status   # one line per finished part; $OUT/side.tgz holds everything so far
@@ -36,18 +37,27 @@ run)
     # shellcheck disable=SC2086
     python3 -m extensions.data.ledger --output-dir "$data" --split test --count "${LEDGERS:-64}" --agent-name react $LEDGER_ARGS
   fi
+  # truncated and fold share the window: one engine start for both (--force-agent-name A,B), ~2.5 min saved
+  [[ " $variants " == *" truncated "* && " $variants " == *" fold "* ]] &&
+    variants="truncated+fold $(echo " $variants " | sed 's/ truncated / /; s/ fold / /')"
   for variant in $variants; do
     case $variant in
       truncated) args=(--force-agent-name react) ;;
       wide) args=(--force-agent-name react data.max_response_length=$WIDE_RESPONSE actor_rollout_ref.rollout.response_length=$WIDE_RESPONSE) ;;
       fold) args=(--force-agent-name "$FOLD_LOOP") ;;
+      truncated+fold) args=(--force-agent-name "react,$FOLD_LOOP") ;;
       *) echo "LEDGER_VARIANTS: unknown variant $variant (truncated, wide, fold)"; continue ;;
     esac
     echo "== ledger $variant $(date +%T)"
+    # shellcheck disable=SC2086  # WINDOW_ARGS: an option list
     python3 -m extensions.rollout experiments/ledger_folding --backend vllm --data "$data/test.parquet" \
       --limit "${LEDGERS:-64}" --batch-size "${LEDGERS:-64}" --out "$SIDE/ledger/$variant" \
       actor_rollout_ref.rollout.temperature=0 $WINDOW_ARGS "${args[@]}" "${VLLM_SHARE[@]}"
     echo "ledger $variant rc $? $(date +%T)"
+    if [ "$variant" = truncated+fold ]; then   # the usual folders: ledger/truncated, ledger/fold
+      mv "$SIDE/ledger/$variant/react" "$SIDE/ledger/truncated" && mv "$SIDE/ledger/$variant/$FOLD_LOOP" "$SIDE/ledger/fold" &&
+        rmdir "$SIDE/ledger/$variant"
+    fi
   done
   if [ "${ASK_VARIANTS:-}" = none ]; then echo "side runs done $(date +%T)"; exit 0; fi
   echo "== ask_user $(date +%T)"

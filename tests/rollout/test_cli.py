@@ -51,6 +51,7 @@ def scripted(monkeypatch: pytest.MonkeyPatch, qwen_dir: Path) -> dict[str, Any]:
             backend.tokenizer, {GOOD: ["It is 7.\n#### 7", "Checked: 7.\n#### 7"], BAD: [ServerFault("GPU fell off")]}
         )
         built["backend"] = name
+        built["starts"] = built.get("starts", 0) + 1
         return backend
 
     monkeypatch.setattr(cli, "make_backend", make_backend)
@@ -118,6 +119,41 @@ def test_samples_with_unknown_loops_or_interactions_exit_2(
         f"2 sample(s) (first: {rows} row 1) ask for interaction 'nosuch_user', which agent loop 'long_workflow' does "
         "not define; valid: 'code_verify'"
     )
+
+
+def test_several_forced_loops_share_one_engine_start_and_write_one_folder_each(
+    tmp_path: Path, data: Path, scripted: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An A/B in one engine start: every sample once per loop, each loop's outputs and summary in OUT/<loop>; the
+    exit status is the worst loop's. verl's single_turn_agent lets the scripted fault fail its whole batch."""
+    loops = "long_workflow,single_turn_agent"
+    args = ("--data", str(data), "--no-html", "--max-error-rate", "0.5", "--force-agent-name", loops)
+    assert run(EXPERIMENT, *args, "--out", str(tmp_path)) == cli.EXIT_ERRORS
+    assert scripted["starts"] == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["long_workflow", "single_turn_agent"]
+    ends = {}
+    for loop, errors in (("long_workflow", 1), ("single_turn_agent", 2)):
+        summary = json.loads((tmp_path / loop / "summary.json").read_text())
+        assert (summary["agent_name"], summary["engine_shared_by"]) == (loop, loops.split(","))
+        assert (summary["trajectories"], summary["errors"], summary["backend"]) == (2, errors, "vllm")
+        records = [json.loads(line) for line in (tmp_path / loop / "trajectories.jsonl").read_text().splitlines()]
+        assert {r["agent_name"] for r in records} == {loop}
+        ends[loop] = [r["termination_reason"] for r in records]
+    assert ends == {"long_workflow": ["interaction_done", "error"], "single_turn_agent": ["error", "error"]}
+    captured = capsys.readouterr()
+    assert captured.out.count("wrote ") == 2
+    assert f"wrote {tmp_path / 'single_turn_agent' / 'trajectories.jsonl'} (2 trajectories)" in captured.out
+    assert captured.err.splitlines()[-1] == (
+        "error: 2 of 2 trajectories ended in `error` (more than --max-error-rate 0.5); "
+        f"see {tmp_path / 'single_turn_agent' / 'trajectories.jsonl'}"
+    )
+
+    assert run(EXPERIMENT, *args[:-1], "long_workflow,nosuch", "--out", str(tmp_path / "x")) == 2
+    assert capsys.readouterr().err.splitlines()[0].startswith("--force-agent-name 'nosuch' is not a registered")
+    with pytest.raises(SystemExit) as exit_:
+        run(EXPERIMENT, *args[:-1], "long_workflow,,long_workflow")
+    assert exit_.value.code == 2 and "expected distinct loop names separated by commas" in capsys.readouterr().err
+    assert scripted["starts"] == 1  # neither bad command started an engine
 
 
 def test_error_trajectories_exit_3_unless_within_max_error_rate(
