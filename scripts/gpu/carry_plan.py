@@ -32,11 +32,17 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
 TREE_LIMIT = 64 * MIB  # the device tool's limit per call: working tree + carried paths
-MANIFESTS = ("MANIFEST.sha256", "WHOLE.sha256")
+MANIFESTS = ("MANIFEST.sha256", "WHOLE.sha256", "SFT-MODEL.sha256")
 CARRY_ROOT = ".whl-gpu/carry"
 REMOTE = "/tmp/longflow-parts"
-GROUPS = {"wheels": "wheels.tar.part-", "sglang": "sglang-wheels.tar.part-", "gguf": "gguf.part-"}
-STEPS = {"wheels": "wheels,check", "sglang": "sglang,check-sglang", "gguf": "model"}
+GROUPS = {
+    "wheels": "wheels.tar.part-",
+    "sglang": "sglang-wheels.tar.part-",
+    "gguf": "gguf.part-",
+    "sft": "sft-model.tar.part-",  # a warm start brought back from a hold (scripts/gpu/model_parts.py)
+}
+SFT_PARTS = ".whl-gpu/sft-parts"  # model_parts.py collect --parts: kept apart, build_wheelhouse.sh clears parts/
+STEPS = {"wheels": "wheels,check", "sglang": "sglang,check-sglang", "gguf": "model", "sft": "sft"}
 SETUP = "bash scripts/gpu/background.sh setup env LONGFLOW_STEPS={steps} bash scripts/gpu/install_on_gpu.sh"
 """The last call's extra step: every install step, started in the background (the call returns at once; poll
 with ``bash scripts/gpu/background.sh --status 240 setup``). A long install in the call itself left the machine
@@ -79,14 +85,28 @@ def pack(files: list[Path], cap: int) -> list[list[Path]]:
     return sorted(bins, key=lambda b: b[0].name)
 
 
-def make_plan(parts: Path, cap: int, only: list[str] | None, gguf_first: bool, install: bool) -> list[dict]:
-    files = {p.name: p for p in parts.iterdir() if p.is_file()}
+def make_plan(
+    parts: Path,
+    cap: int,
+    only: list[str] | None,
+    gguf_first: bool,
+    install: bool,
+    groups: tuple[str, ...] = ("wheels", "sglang", "gguf"),
+    sft_parts: Path | None = None,
+) -> list[dict]:
+    folders = [parts, *([sft_parts] if "sft" in groups and sft_parts else [])]
+    files = {p.name: p for folder in folders if folder.is_dir() for p in folder.iterdir() if p.is_file()}
+    if "sft" in groups and not any(n.startswith(GROUPS["sft"]) for n in files):
+        raise SystemExit(f"no {GROUPS['sft']}* in {sft_parts}: run scripts/gpu/model_parts.py collect --parts first")
     wanted = set(only) if only else set(files)
     if only and set(only) - set(files):
         raise SystemExit(f"not in {parts}: {sorted(set(only) - set(files))}")
-    order = ["gguf", "wheels", "sglang"] if gguf_first else ["wheels", "sglang", "gguf"]
+    order = [g for g in (["gguf", "wheels", "sglang", "sft"] if gguf_first else list(GROUPS)) if g in groups]
     calls: list[dict] = []
-    manifests = [files[m] for m in MANIFESTS if m in wanted and m in files]
+    sft_manifest = "sft" in groups
+    manifests = [
+        files[m] for m in MANIFESTS if m in wanted and m in files and (sft_manifest or not m.startswith("SFT"))
+    ]
     for group in order:
         group_files = [p for n, p in files.items() if n.startswith(GROUPS[group]) and n in wanted]
         if not group_files:
@@ -108,7 +128,7 @@ def make_plan(parts: Path, cap: int, only: list[str] | None, gguf_first: bool, i
     if manifests:  # only manifests asked for
         calls.insert(0, {"group": "manifests", "files": manifests, "install": None})
     if calls and install and not only:
-        steps = ",".join(STEPS[g] for g in ("wheels", "sglang", "gguf") if any(c["group"] == g for c in calls))
+        steps = ",".join(STEPS[g] for g in GROUPS if any(c["group"] == g for c in calls))
         calls[-1]["install"] = SETUP.format(steps=steps)
     expected = 0
     for n, c in enumerate(calls, 1):
@@ -154,6 +174,12 @@ def main() -> int:
     ap.add_argument("--only", nargs="+", metavar="PART", help="only these part names (re-carry after a fresh machine)")
     ap.add_argument("--stage", action="store_true", help="hard-link each call's files into .whl-gpu/carry/NN/")
     ap.add_argument("--gguf-first", action="store_true")
+    ap.add_argument(
+        "--groups",
+        default="wheels,sglang,gguf",
+        help="which groups to carry (wheels, sglang, gguf, sft); e.g. wheels,sft: a carried warm start, no GGUF",
+    )
+    ap.add_argument("--sft-parts", type=Path, default=REPO / SFT_PARTS, help="where the sft group's parts are")
     ap.add_argument("--no-install", action="store_true", help="no install_on_gpu.sh in the last call")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -162,7 +188,12 @@ def main() -> int:
 
     tree = working_tree_bytes()
     cap = int(args.max_mib * MIB) if args.max_mib is not None else call_cap(tree)
-    calls = make_plan(args.parts, cap, args.only, args.gguf_first, not args.no_install)
+    groups = tuple(args.groups.split(","))
+    if set(groups) - set(GROUPS):
+        raise SystemExit(
+            f"--groups {args.groups}: unknown {sorted(set(groups) - set(GROUPS))}; valid: {', '.join(GROUPS)}"
+        )
+    calls = make_plan(args.parts, cap, args.only, args.gguf_first, not args.no_install, groups, args.sft_parts)
     total = sum(c["bytes"] for c in calls)
     if args.stage:
         stage(calls, bool(args.only))

@@ -24,6 +24,8 @@
 #   check-sglang  check_env.py --engine sglang on that site
 #   model   reassemble the GGUF, check size + sha256, convert it to an HF dir in bf16 with the
 #           fixed Qwen2.5 tokenizer (scripts/gpu/convert_gguf.py) and greedily answer one prompt
+#   sft     a carried warm start (carry_plan.py --groups wheels,sft): check the sft-model.tar parts
+#           against SFT-MODEL.sha256 and unpack them into LONGFLOW_SFT_DIR (/tmp/sft_model)
 #
 # Knobs: LONGFLOW_PARTS (/tmp/longflow-parts), LONGFLOW_SITE (/tmp/site), LONGFLOW_WORK
 # (/tmp/longflow), LONGFLOW_MODEL_DIR (/tmp/longflow/qwen25-coder-0.5b-instruct), PYTHON (python3),
@@ -194,6 +196,12 @@ if [[ $STEPS == *,model,* ]]; then
     DEVICE=$("$PY" -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
     "$PY" scripts/gpu/convert_gguf.py "$WORK/$GGUF_NAME" --out "$MODEL_DIR" --dtype bfloat16 \
         --smoke-test --device "$DEVICE" --max-new-tokens "${LONGFLOW_SMOKE_TOKENS:-96}"
+fi
+
+# ---------------------------------------------------------------- sft
+if [[ $STEPS == *,sft,* ]]; then
+    log "unpack the carried warm start"
+    "$PY" scripts/gpu/model_parts.py unpack "$PARTS" "${LONGFLOW_SFT_DIR:-/tmp/sft_model}"
 fi
 
 log "done; in later calls: source $ENV_FILE  (model: $MODEL_DIR)"

@@ -16,6 +16,13 @@
 #    SIDE_VARIANTS picks them, "none" runs the trainer alone; VAL_BEFORE_TRAIN=true validates the warm start in the
 #    trainer too).
 # STEPS=0 runs no trainer (the side runs alone: docs/results/ledger-warm-start-h100).
+# A warm start brought back and carried (scripts/gpu/model_parts.py; carry_plan.py --groups wheels,sft): steps 2-3
+# are skipped and every run starts from those weights (the install's `sft` step checks their sha256), ~3.5 min saved.
+# DEMOS_FILE=F (.jsonl or .jsonl.xz, e.g. docs/results/ledger-warm-start-h100/demos/trajectories.jsonl.xz):
+# fine-tune on those demonstrations instead of making them (they are deterministic: identical in every hold so far).
+# RETURN_MODEL=1 packs the fine-tuned model into /tmp/sft_return; then each
+#   OUT=$OUT bash scripts/gpu/warm_start_hold.sh send   # brings back the next 60 MiB of it (~17 calls, ~5 s each)
+# and here: python3 scripts/gpu/model_parts.py collect /work/.device --model .whl-gpu/sft_model --parts .whl-gpu/sft-parts
 # Measured: 58 carry calls ~5.6-6.2 min; install + demonstrations + SFT ~4.5-5 min; trainer start and step-0
 # validation ~4.5 min. Beside the side runs a step took 25-45 s and 30 steps did not fit one 30-minute hold
 # (docs/results/ledger-warm-start-h200). Alone, with SIDE_VARIANTS=none TEST_FREQ=30 VAL_BEFORE_TRAIN=true and
@@ -40,24 +47,42 @@ status)
   echo "== side_ledger"; SIDE=/tmp/side_ledger bash scripts/gpu/side_runs.sh status
   exit 0
   ;;
+send)
+  python3 scripts/gpu/model_parts.py send /tmp/sft_return "${OUT:?OUT: the output folder of the device call}"
+  exit 0
+  ;;
 run) ;;
-*) echo "usage: bash scripts/gpu/warm_start_hold.sh [run | status [SECONDS]]" >&2; exit 2 ;;
+*) echo "usage: bash scripts/gpu/warm_start_hold.sh [run | status [SECONDS] | send]" >&2; exit 2 ;;
 esac
-LONGFLOW_STEPS=wheels,check,model bash scripts/gpu/install_on_gpu.sh
+carried=0
+[ -f /tmp/longflow-parts/SFT-MODEL.sha256 ] && carried=1   # the warm start came with the carry calls
+if [ $carried = 1 ]; then default_steps=wheels,check,sft; else default_steps=wheels,check,model; fi
+LONGFLOW_STEPS=${INSTALL_STEPS:-$default_steps} LONGFLOW_SFT_DIR=$SFT bash scripts/gpu/install_on_gpu.sh
 source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"
 export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
 base=${LONGFLOW_MODEL_PATH:-/tmp/longflow/qwen25-coder-0.5b-instruct}
 source experiments/ledger_folding/task.sh   # LEDGER_ARGS, WINDOW_ARGS, FOLD_LOOP
-echo "== demonstrations ($(date +%T))"
-# shellcheck disable=SC2086  # option lists
-python3 -m extensions.data.ledger --output-dir "$DEMOS/data" --split train --seed 1 --count "${DEMO_COUNT:-160}" \
-  --agent-name "$FOLD_LOOP" $LEDGER_ARGS $LEDGER_TRAIN_ARGS
-# shellcheck disable=SC2086
-LONGFLOW_MODEL_PATH=$base python3 -m extensions.rollout experiments/ledger_folding --backend demo \
-  --data "$DEMOS/data/train.parquet" --batch-size 64 --out "$DEMOS/out" --no-html $WINDOW_ARGS
-echo "== sft ($(date +%T))"
-python3 -m extensions.warm_start.sft --records "$DEMOS/out/trajectories.jsonl" --model "$base" --out "$SFT" \
-  --epochs "${SFT_EPOCHS:-3}" --lr "${SFT_LR:-2e-5}"
+if [ $carried = 1 ]; then
+  echo "== the carried warm start in $SFT ($(date +%T))"
+elif [ -n "${DEMOS_FILE:-}" ]; then
+  echo "== demonstrations from $DEMOS_FILE ($(date +%T))"
+  mkdir -p "$DEMOS/out"
+  case $DEMOS_FILE in *.xz) xz -dc "$DEMOS_FILE" ;; *) cat "$DEMOS_FILE" ;; esac > "$DEMOS/out/trajectories.jsonl"
+else
+  echo "== demonstrations ($(date +%T))"
+  # shellcheck disable=SC2086  # option lists
+  python3 -m extensions.data.ledger --output-dir "$DEMOS/data" --split train --seed 1 --count "${DEMO_COUNT:-160}" \
+    --agent-name "$FOLD_LOOP" $LEDGER_ARGS $LEDGER_TRAIN_ARGS
+  # shellcheck disable=SC2086
+  LONGFLOW_MODEL_PATH=$base python3 -m extensions.rollout experiments/ledger_folding --backend demo \
+    --data "$DEMOS/data/train.parquet" --batch-size 64 --out "$DEMOS/out" --no-html $WINDOW_ARGS
+fi
+if [ $carried = 0 ]; then
+  echo "== sft ($(date +%T))"
+  python3 -m extensions.warm_start.sft --records "$DEMOS/out/trajectories.jsonl" --model "$base" --out "$SFT" \
+    --epochs "${SFT_EPOCHS:-3}" --lr "${SFT_LR:-2e-5}"
+  if [ "${RETURN_MODEL:-0}" = 1 ]; then python3 scripts/gpu/model_parts.py pack "$SFT" /tmp/sft_return; fi
+fi
 export LONGFLOW_MODEL_PATH=$SFT
 if [ "${STEPS:-30}" != 0 ]; then   # STEPS=0: no trainer (the side runs alone)
   echo "== folding, trained from the warm start ($(date +%T))"
