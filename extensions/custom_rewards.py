@@ -20,6 +20,10 @@ across samples, so all samples return the same keys (``REWARD_KEYS``), all float
             - w_format * num_malformed_tool_calls - termination_penalty
 
 An empty list's mean is 0; a trajectory whose termination reason is ``error`` has outcome 0.
+
+A ``data_source`` may carry a variant label after ``@`` (``longflow/ledger@truncated``): it is scored as its base,
+and verl, which groups validation metrics by data_source, reports each label apart. So one validation set can hold
+several loops' rows (their agent_name column) and measure each, e.g. a baseline beside the trained loop.
 """
 
 from __future__ import annotations
@@ -73,6 +77,8 @@ SCORERS: dict[str, OutcomeScorer] = {
     LONGFLOW_LEDGER: score_gsm8k,
 }
 """Outcome scorer per ``data_source`` (the paged ledger's answer is a ``#### <number>`` too)."""
+LABEL_SEP = "@"
+"""What separates a data_source from its variant label (module docstring)."""
 
 
 def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: RewardSettings) -> dict[str, float]:
@@ -124,10 +130,11 @@ def compute_score(
 ) -> dict[str, float]:
     """verl's reward entry point; see the module docstring for the formula and what verl passes."""
     settings = parse_reward_kwargs(reward_kwargs)
-    scorer = SCORERS.get(str(data_source))
+    scorer = SCORERS.get(str(data_source).split(LABEL_SEP, 1)[0])
     if scorer is None:
         raise SampleError(
-            f"compute_score: unknown data_source {str(data_source)!r}; supported: {choices(SCORERS)}. "
+            f"compute_score: unknown data_source {str(data_source)!r}; supported: {choices(SCORERS)}, each "
+            f"optionally with a label after {LABEL_SEP!r}. "
             "Fix the dataset's data_source column or add a scorer to SCORERS in extensions/custom_rewards.py"
         )
     sample = f"data_source {str(data_source)!r} sample index {(extra_info or {}).get('index', '?')}"

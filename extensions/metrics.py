@@ -17,6 +17,8 @@ and any logger the user enables (W&B, tensorboard, mlflow):
     longflow/summary_tokens/mean            tokens of each fold's summary
     longflow/folds/<trigger>                folds per trajectory by trigger (context, budget, tool)
     longflow/val/...                        the same, for a validation run
+    longflow/val@<label>/...                the same, for the rows of a labelled data_source
+                                            (``longflow/ledger@truncated``: a baseline in the same validation)
 
 A trajectory folded into N segments is N rows; each per-trajectory figure above is taken from its
 last segment, which carries the whole trajectory's counts and reason.
@@ -27,6 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from extensions.custom_rewards import LABEL_SEP
 from extensions.records_schema import TERMINATION_REASONS as REASONS
 
 COUNTS = {
@@ -82,11 +85,23 @@ def _segment_metrics(
     return metrics
 
 
-def validation_metrics(infos: Mapping[str, Sequence[Any]], prefix: str = "longflow/val/") -> dict[str, float]:
+def validation_metrics(
+    infos: Mapping[str, Sequence[Any]], prefix: str = "longflow/val/", data_sources: Sequence[Any] | None = None
+) -> dict[str, float]:
     """Metrics of a validation run from verl's ``reward_extra_infos_dict`` (lists per reward key).
 
-    Rows whose reward did not return a key hold None there and are left out of its mean.
+    Rows whose reward did not return a key hold None there and are left out of its mean. With ``data_sources``
+    (one per row), the rows of each labelled source (``longflow/ledger@truncated``) are measured apart, under
+    ``longflow/val@truncated/``, and the unlabelled rows alone under ``prefix``.
     """
+    labels = [str(s).partition(LABEL_SEP)[2] or None for s in data_sources] if data_sources is not None else []
+    if any(labels):
+        metrics = {}
+        for label in dict.fromkeys(labels):
+            rows = [i for i, row_label in enumerate(labels) if row_label == label]
+            part = {key: [values[i] for i in rows] for key, values in infos.items() if len(values) == len(labels)}
+            metrics.update(validation_metrics(part, prefix if label is None else f"{prefix[:-1]}{LABEL_SEP}{label}/"))
+        return metrics
     metrics = {}
     for reason in REASONS:
         values = [v for v in infos.get(f"term_{reason}") or [] if v is not None]

@@ -305,3 +305,31 @@ def test_val_metrics_hook_adds_longflow_val_keys(v1) -> None:
     assert ours["longflow/val/assistant_turns/mean"] == pytest.approx((3 + 3 + 2 + 1) / 8)
     assert ours["longflow/val/malformed_calls/mean"] == pytest.approx(1 / 8)
     assert metrics["val-core/openai/gsm8k/acc/mean@2"] == 0.5  # verl's own, from the same infos
+
+
+def test_val_metrics_of_a_labelled_data_source_are_reported_apart(v1) -> None:
+    """A baseline's rows beside the trained loop's in one validation set (data_source longflow/ledger@truncated):
+    verl and the longflow/val metrics measure each source alone."""
+    data = fetch(v1, "extra_fields", "uid")
+    infos: dict[str, list[Any]] = defaultdict(list)
+    for extra in data["extra_fields"]:
+        for name, value in extra["reward_extra_info"].items():
+            infos[name].append(value)
+    uids, n = list(data["uid"]), len(data["uid"])
+    sources = ["longflow/ledger" if i % 2 else "longflow/ledger@truncated" for i in range(n)]
+    metrics = v1.trainer._val_metrics_update(sources, uids, dict(infos), [])
+    halves = {
+        label: {k: [v[i] for i in range(n) if (i % 2 == 0) == (label == "@truncated")] for k, v in infos.items()}
+        for label in ("", "@truncated")
+    }
+    assert {k: v for k, v in metrics.items() if k.startswith("longflow/val/")} == validation_metrics(halves[""])
+    truncated = {k: v for k, v in metrics.items() if k.startswith("longflow/val@truncated/")}
+    assert truncated == {
+        k.replace("longflow/val/", "longflow/val@truncated/"): v
+        for k, v in validation_metrics(halves["@truncated"]).items()
+    }
+    assert truncated and not any(k.startswith("longflow/val/") and "@" in k for k in metrics)
+    assert {k.split("/acc/")[0] for k in metrics if k.startswith("val-core/")} == {
+        "val-core/longflow/ledger",
+        "val-core/longflow/ledger@truncated",
+    }

@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import logging
 import random
+import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -39,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from extensions.custom_rewards import LABEL_SEP
 from extensions.data.gsm8k import write_parquet
 from extensions.data.ledger_text import (
     ANSWER_BY_TOOL,
@@ -216,9 +218,17 @@ def _question_text(ledger: Ledger) -> tuple[str, str]:
 
 
 def build_row(
-    ledger: Ledger, spec: LedgerSpec, *, index: int, split: str, agent_name: str, fold_tool: bool = False
+    ledger: Ledger,
+    spec: LedgerSpec,
+    *,
+    index: int,
+    split: str,
+    agent_name: str,
+    fold_tool: bool = False,
+    label: str | None = None,
 ) -> dict[str, Any]:
-    """One verl sample; ``fold_tool`` also offers ``fold`` (``extensions/tools/fold.py``)."""
+    """One verl sample; ``fold_tool`` also offers ``fold`` (``extensions/tools/fold.py``); ``label`` makes the
+    data_source ``longflow/ledger@<label>`` (its own validation metrics: ``extensions/custom_rewards.py``)."""
     system, question = question_text(ledger, answer_tool=spec.answer_tool, footer=spec.footer)
     extra_info = {
         "split": split,
@@ -232,7 +242,7 @@ def build_row(
     if ledger.needle is not None:
         extra_info["needle_page"] = ledger.needle[2]
     return {
-        "data_source": LEDGER,
+        "data_source": LEDGER if label is None else f"{LEDGER}{LABEL_SEP}{label}",
         "agent_name": agent_name,
         "prompt": [{"role": "system", "content": system}, {"role": "user", "content": question}],
         "ability": "bookkeeping",
@@ -250,11 +260,14 @@ def prepare(
     seed: int = 0,
     agent_name: str,
     fold_tool: bool = False,
+    label: str | None = None,
 ) -> Path:
     """Write ``<output_dir>/<split>.parquet`` with ``count`` ledgers; returns its path."""
     spec.check()
     if count < 1:
         raise ConfigError(f"--count must be at least 1, got {count}")
+    if label is not None and not re.fullmatch(r"[A-Za-z0-9_.-]+", label):
+        raise ConfigError(f"--label {label!r}: expected letters, digits, '_', '.' or '-' (it goes after {LABEL_SEP!r})")
     rows = [
         build_row(
             make_ledger(random.Random(f"ledger/{split}/{seed}/{i}"), spec),
@@ -263,6 +276,7 @@ def prepare(
             split=split,
             agent_name=agent_name,
             fold_tool=fold_tool,
+            label=label,
         )
         for i in range(count)
     ]
@@ -333,6 +347,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--agent-name", default="folding_workflow", help="agent loop name for the agent_name column")
     parser.add_argument("--fold-tool", action="store_true", help="also offer the fold tool (folding_workflow only)")
+    parser.add_argument(
+        "--label",
+        help="data_source longflow/ledger@LABEL: scored the same, reported apart in verl's validation (a baseline's "
+        "rows beside the trained loop's in one validation set)",
+    )
     args = parser.parse_args(argv)
     try:
         spec = LedgerSpec(
@@ -355,6 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
             agent_name=args.agent_name,
             fold_tool=args.fold_tool,
+            label=args.label,
         )
     except LongflowError as exc:
         logger.error("%s", exc)

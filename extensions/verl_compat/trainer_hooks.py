@@ -107,17 +107,21 @@ _ADVANTAGE_POST: dict[str, AdvantagePost | None] = {"fn": None}
 may rescale ``data.batch["advantages"]`` in place (the plugin passes the segment weights)."""
 
 MetricsFn = Callable[[Any], dict[str, float]]
-_METRICS: dict[str, MetricsFn] = {"training": lambda rows: {}, "validation": lambda infos: {}}
-"""What the hooks add: ``training(rows)`` per step (each row's ``extras`` or None), ``validation(infos)``
-per validation (verl's ``reward_extra_infos_dict``). ``install_trainer_hooks`` sets them."""
+_METRICS: dict[str, Callable[..., dict[str, float]]] = {
+    "training": lambda rows: {},
+    "validation": lambda infos, data_sources=None: {},
+}
+"""What the hooks add: ``training(rows)`` per step (each row's ``extras`` or None), ``validation(infos,
+data_sources)`` per validation (verl's ``reward_extra_infos_dict`` and each row's data_source).
+``install_trainer_hooks`` sets them."""
 
 
 def longflow_metrics(rows: Any) -> dict[str, float]:
     return _METRICS["training"](rows)
 
 
-def validation_metrics(infos: Any) -> dict[str, float]:
-    return _METRICS["validation"](infos)
+def validation_metrics(infos: Any, data_sources: Any = None) -> dict[str, float]:
+    return _METRICS["validation"](infos, data_sources=data_sources)
 
 
 def _hook_legacy_trainer(module: Any) -> None:
@@ -190,7 +194,8 @@ def _hook_val_metrics(trainer: type) -> None:
     def plus_metrics(wrapped, instance, args, kwargs):
         metrics = wrapped(*args, **kwargs)
         infos = args[2] if len(args) > 2 else kwargs["reward_extra_infos_dict"]
-        metrics.update(_guarded("longflow/val/ metrics", lambda: validation_metrics(infos), {}))
+        sources = args[0] if args else kwargs.get("data_sources")
+        metrics.update(_guarded("longflow/val/ metrics", lambda: validation_metrics(infos, sources), {}))
         return metrics
 
     trainer._val_metrics_update = plus_metrics(trainer._val_metrics_update)
@@ -206,13 +211,13 @@ _INSTALLED: set[str] = set()
 def install_trainer_hooks(
     *,
     training_metrics: MetricsFn | None = None,
-    validation_metrics: MetricsFn | None = None,
+    validation_metrics: Callable[..., dict[str, float]] | None = None,
     advantage_post: AdvantagePost | None = None,
 ) -> None:
     """Hook each trainer module once, when it is imported (now, if it already is).
 
     The hooks add ``training_metrics(rows)`` to every training step's metrics and
-    ``validation_metrics(infos)`` to every validation's (the plugin passes ``extensions.metrics``'s),
+    ``validation_metrics(infos, data_sources=...)`` to every validation's (the plugin passes ``extensions.metrics``'s),
     and run ``advantage_post(data, rows, config)`` after v1's advantages (the segment weights).
     """
     if training_metrics is not None:

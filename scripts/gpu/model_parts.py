@@ -10,8 +10,8 @@ of a hold saved (GGUF conversion, demonstrations, fine-tuning).
     python3 scripts/gpu/model_parts.py pack /tmp/sft_model /tmp/sft_return            # 15 MiB pieces + SFT-MODEL.sha256
     python3 scripts/gpu/model_parts.py send /tmp/sft_return "$OUT"                    # each call: the next 60 MiB
     # here, after the calls:
-    python3 scripts/gpu/model_parts.py collect /work/.device --model .whl-gpu/sft_model --parts .whl-gpu/parts
-    python3 scripts/gpu/carry_plan.py --stage                                         # the sft group rides too
+    python3 scripts/gpu/model_parts.py collect FILES_AT... --model .whl-gpu/sft_model --parts .whl-gpu/sft-parts
+    python3 scripts/gpu/carry_plan.py --groups wheels,sft --stage                     # the model instead of the GGUF
     # there, in a later hold (install_on_gpu.sh step `sft`):
     python3 scripts/gpu/model_parts.py unpack /tmp/longflow-parts /tmp/sft_model
 
@@ -182,7 +182,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-files", type=int, default=7)
     p.set_defaults(run=send)
     p = sub.add_parser("collect", help="(here) join the pieces the calls brought back")
-    p.add_argument("dirs", type=Path, nargs="+", help="folders holding the calls' files (e.g. /work/.device)")
+    p.add_argument(
+        "dirs",
+        type=Path,
+        nargs="+",
+        help="folders holding the calls' files (the device tool's files_at, or a folder above them)",
+    )
     p.add_argument("--model", type=Path, required=True, help="where the model folder goes")
     p.add_argument("--parts", type=Path, help="also write carry parts here (e.g. .whl-gpu/parts)")
     p.add_argument("--part-mib", type=float, default=58.0, help="carry part size (with the tree, <= 64 MiB a call)")

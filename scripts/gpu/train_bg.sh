@@ -75,6 +75,6 @@ cmd=(python3 -m verl.trainer.main_ppo --config-path "$src/experiments/gsm8k_lear
   "actor_rollout_ref.rollout.agent.agent_loop_config_path=$src/experiments/gsm8k_learn/agent_loops.yaml"
   "trainer.validation_data_dir=$run/val" "trainer.experiment_name=$name" "${extra[@]}" "$@")
 fi
-{ env | grep -E '^(LEDGER_[A-Z_]+|LONGFLOW_MODEL_PATH)=' | sort | sed 's/^/# env: /'; printf '%q ' "${cmd[@]}"; } > "$run/command.txt"
+{ env | grep -E '^(LEDGER_[A-Z_]+|LONGFLOW_MODEL_PATH|VAL_ALSO|TEST_COUNT|TRAIN_COUNT)=' | sort | sed 's/^/# env: /'; printf '%q ' "${cmd[@]}"; } > "$run/command.txt"
 (cd "$src" && setsid nohup bash -c '"$@" > "$0/console.log" 2>&1; echo $? > "$0/rc"' "$run" "${cmd[@]}" < /dev/null > /dev/null 2>&1 &)
 echo "started $name ($VARIANT): $(cat "$run/command.txt")"

@@ -22,12 +22,16 @@
 # fine-tune on those demonstrations instead of making them (they are deterministic: identical in every hold so far).
 # RETURN_MODEL=1 packs the fine-tuned model into /tmp/sft_return; then each
 #   OUT=$OUT bash scripts/gpu/warm_start_hold.sh send   # brings back the next 60 MiB of it (~17 calls, ~5 s each)
-# and here: python3 scripts/gpu/model_parts.py collect /work/.device --model .whl-gpu/sft_model --parts .whl-gpu/sft-parts
+# and here: python3 scripts/gpu/model_parts.py collect FILES_AT... --model .whl-gpu/sft_model --parts .whl-gpu/sft-parts
 # Measured: 58 carry calls ~5.6-6.2 min; install + demonstrations + SFT ~4.5-5 min; trainer start and step-0
 # validation ~4.5 min. Beside the side runs a step took 25-45 s and 30 steps did not fit one 30-minute hold
 # (docs/results/ledger-warm-start-h200). Alone, with SIDE_VARIANTS=none TEST_FREQ=30 VAL_BEFORE_TRAIN=true and
 # TRAIN_ARGS="actor_rollout_ref.model.enable_gradient_checkpointing=false actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192",
 # 30 steps took 11 min (median 21.4 s) and the whole hold 29.6 min of 30 (docs/results/ledger-grpo30-h200): a tight fit.
+# With docs/results parked (scripts/gpu/park_results.sh) the carry is 35 calls, 3.3 min; on an H100 the trainer started
+# at 9.1 min held and finished step 2 at 15.4 min (docs/results/ledger-h100-lost-hold): the whole plan no longer fits
+# one hold. docs/gpu/README.md ("The hold issue 21 still needs") splits it in two, with VAL_ALSO=truncated (the
+# baseline in the trainer's validation, experiments/ledger_folding/run.sh) and a carried warm start.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export LEDGER_QUESTION=${LEDGER_QUESTION:-flagged} TEST_COUNT=${TEST_COUNT:-128} TRAIN_COUNT=${TRAIN_COUNT:-1000}

@@ -394,3 +394,18 @@ def test_the_cli_passes_ref_style_and_needle_within_on(tmp_path):
     assert {r["extra_info"]["needle_page"] for r in rows} <= {1, 2}
     assert all("marked DISPUTED" in r["prompt"][1]["content"] for r in rows)
     assert main([*args, "--question", "lookup", "--needle-within", "11"]) == 2  # a reported option error
+
+
+def test_a_label_names_the_data_source_and_changes_nothing_else(tmp_path, caplog):
+    """react rows labelled `truncated` beside the fold loop's in one validation set: verl reports them apart."""
+    args = ["--split", "test", "--count", "3", "--pages", "4", "--per-page", "4", "--question", "lookup"]
+    assert main(["--output-dir", str(tmp_path / "fold"), *args, "--agent-name", "folding_flagged"]) == 0
+    assert main(["--output-dir", str(tmp_path / "t"), *args, "--agent-name", "react", "--label", "truncated"]) == 0
+    fold = pq.read_table(tmp_path / "fold" / "test.parquet").to_pylist()
+    labelled = pq.read_table(tmp_path / "t" / "test.parquet").to_pylist()
+    assert [r["data_source"] for r in fold] == [LEDGER] * 3
+    assert [r["data_source"] for r in labelled] == [f"{LEDGER}@truncated"] * 3
+    for a, b in zip(fold, labelled, strict=True):
+        assert {**a, "data_source": "", "agent_name": ""} == {**b, "data_source": "", "agent_name": ""}
+    assert main(["--output-dir", str(tmp_path / "x"), *args, "--label", "a@b"]) == 2
+    assert "--label 'a@b': expected letters, digits, '_', '.' or '-' (it goes after '@')" in caplog.text

@@ -129,9 +129,21 @@ def test_unknown_data_source_names_the_supported_ones() -> None:
     with pytest.raises(SampleError) as info:
         compute_score("lighteval/MATH", "#### 72", "72")
     assert str(info.value) == (
-        "compute_score: unknown data_source 'lighteval/MATH'; supported: 'longflow/gsm8k', 'longflow/ledger', 'openai/gsm8k'. "
+        "compute_score: unknown data_source 'lighteval/MATH'; supported: 'longflow/gsm8k', 'longflow/ledger', "
+        "'openai/gsm8k', each optionally with a label after '@'. "
         "Fix the dataset's data_source column or add a scorer to SCORERS in extensions/custom_rewards.py"
     )
+    with pytest.raises(SampleError) as info:
+        compute_score("lighteval/MATH@longflow/ledger", "#### 72", "72")  # the label is after '@', not the source
+    assert str(info.value).startswith("compute_score: unknown data_source 'lighteval/MATH@longflow/ledger'; ")
+
+
+def test_a_labelled_data_source_is_scored_as_its_base() -> None:
+    """longflow/ledger@truncated: one validation set, each loop's rows reported apart by verl, scored alike."""
+    for text in ("#### 72", "#### 71", "no answer"):
+        base = compute_score("longflow/ledger", text, "72", trajectory())
+        assert compute_score("longflow/ledger@truncated", text, "72", trajectory()) == base
+    assert compute_score("longflow/ledger@truncated", "#### 72", "72", trajectory())["acc"] == 1.0
 
 
 def test_bad_reward_kwargs_are_reported_together() -> None:
