@@ -121,6 +121,9 @@ def pack(args: argparse.Namespace) -> int:
 
 def send(args: argparse.Namespace) -> int:
     """Copy the next unsent pieces (and the manifest, first) to ``out``, within one call's limits."""
+    if not (args.src / MANIFEST).is_file():  # a poll before the fine-tuning ended: nothing to send, no failure
+        print(f"nothing packed in {args.src} yet")
+        return 0
     sent_list = args.src / ".sent"
     sent = set(sent_list.read_text().split()) if sent_list.exists() else set()
     queue = [p for p in sorted(args.src.glob(PREFIX + "*")) if p.name not in sent]

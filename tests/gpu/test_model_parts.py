@@ -35,6 +35,9 @@ def test_round_trip_through_calls_and_carry_parts(tmp_path: Path, model: Path, c
     assert names == [f"sft-model.tar.part-{n:02d}" for n in range(len(names))] and len(names) == 5  # 74 KiB of tar
     assert mp.tar_bytes(model) == mp.tar_bytes(model)  # the same bytes each time: the sha256 names the weights
 
+    assert mp.main(["send", str(tmp_path / "not-yet"), str(tmp_path / "early")]) == 0  # polled before the pack
+    assert capsys.readouterr().out.endswith(f"nothing packed in {tmp_path / 'not-yet'} yet\n")
+    assert not (tmp_path / "early").exists()
     calls = [tmp_path / "device" / f"{n}" for n in range(3)]
     for out in calls:  # at most 40 KiB a call here (60 MiB there): the manifest and 2 pieces, then 2, then 1
         assert mp.main(["send", str(tmp_path / "ret"), str(out), "--max-mib", str(40 * KIB / mp.MIB)]) == 0
