@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("send", help="(there) the next unsent pieces into $OUT")
     p.add_argument("src", type=Path)
     p.add_argument("out", type=Path)
-    p.add_argument("--max-mib", type=float, default=60.0)
+    p.add_argument("--max-mib", type=float, default=62.0, help="per call (the limit: 64 MiB, 8 files of 16 MiB)")
     p.add_argument("--max-files", type=int, default=7)
     p.set_defaults(run=send)
     p = sub.add_parser("collect", help="(here) join the pieces the calls brought back")
