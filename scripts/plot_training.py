@@ -45,7 +45,8 @@ COLUMNS = {
     "val_response_budget": "val-aux/longflow/gsm8k/term_response_budget/mean@1",
     "segments": "longflow/segments/mean",
 }
-VAL_ACC_ANY = re.compile(r"val-core/longflow/[^/]+/acc/mean@1")  # another task's held-out accuracy (the ledger's)
+VAL_ACC_ANY = re.compile(r"val-core/longflow/[^/@]+/acc/mean@1")  # another task's held-out accuracy (the ledger's);
+# not a labelled source's (longflow/ledger@truncated: a baseline in the same validation, experiments/ledger_folding)
 
 
 def read_steps(path: Path) -> list[dict[str, float | None]]:

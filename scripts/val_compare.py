@@ -34,6 +34,11 @@ def load(run: Path) -> dict[int, dict[str, dict]]:
     for step in sorted(texts):
         rows = [json.loads(line) for line in texts[step].splitlines() if line.strip()]
         steps[step] = {row["input"] + "\0" + str(row["gts"]): row for row in rows}
+        if len(steps[step]) < len(rows):  # e.g. VAL_ALSO: the same prompts through two loops, which the dump
+            raise SystemExit(  # does not tell apart
+                f"{run}: step {step}'s validation dump has {len(rows) - len(steps[step])} repeated prompt(s); "
+                "rows cannot be paired (a validation set with the same prompts twice, such as VAL_ALSO's?)"
+            )
     return steps
 
 

@@ -47,7 +47,13 @@ def test_the_committed_runs_csv_matches_their_metrics() -> None:
 def test_another_tasks_held_out_accuracy_fills_val_acc(tmp_path: Path) -> None:
     pt = load()
     lines = [
-        {"step": 0, "data": {"val-core/longflow/ledger/acc/mean@1": 0.0078125}},
+        {  # VAL_ALSO's baseline comes first here: it is not the run's accuracy
+            "step": 0,
+            "data": {
+                "val-core/longflow/ledger@truncated/acc/mean@1": 0.5,
+                "val-core/longflow/ledger/acc/mean@1": 0.0078125,
+            },
+        },
         {"step": 1, "data": {"critic/score/mean": 0.0, "longflow/segments/mean": 1.875}},
     ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))

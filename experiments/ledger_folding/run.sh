@@ -32,6 +32,7 @@ for also in ${VAL_ALSO:-}; do
     *) echo "VAL_ALSO=$VAL_ALSO: expected truncated or fold (wide needs its own window)" >&2; exit 2 ;;
   esac
   [ "$also" = "$VARIANT" ] && { echo "VAL_ALSO=$also: the run's own variant is validated already" >&2; exit 2; }
+  [ "$VARIANT" = wide ] && { echo "VAL_ALSO=$also: a wide run's window is not $also's" >&2; exit 2; }
   # shellcheck disable=SC2086
   "$PY" -m extensions.data.ledger --output-dir "$data/val_$also" --split test --count "${TEST_COUNT:-256}" \
     --agent-name "$also_agent" --label "$also" $LEDGER_ARGS

@@ -8,7 +8,7 @@ of a hold saved (GGUF conversion, demonstrations, fine-tuning).
 
     # there (GPU), once the model is saved:
     python3 scripts/gpu/model_parts.py pack /tmp/sft_model /tmp/sft_return            # 15 MiB pieces + SFT-MODEL.sha256
-    python3 scripts/gpu/model_parts.py send /tmp/sft_return "$OUT"                    # each call: the next 60 MiB
+    python3 scripts/gpu/model_parts.py send /tmp/sft_return "$OUT"                    # each call: the next 62 MiB
     # here, after the calls:
     python3 scripts/gpu/model_parts.py collect FILES_AT... --model .whl-gpu/sft_model --parts .whl-gpu/sft-parts
     python3 scripts/gpu/carry_plan.py --groups wheels,sft --stage                     # the model instead of the GGUF
@@ -56,7 +56,7 @@ def tar_bytes(folder: Path) -> bytes:
 def write_pieces(whole: bytes, out: Path, piece_bytes: int) -> list[str]:
     """``whole`` as pieces of ``piece_bytes`` in ``out``, with the manifest; the piece names."""
     out.mkdir(parents=True, exist_ok=True)
-    for old in out.glob(PREFIX + "*"):
+    for old in [*out.glob(PREFIX + "*"), *out.glob(".sent")]:  # a new pack is sent from the start
         old.unlink()
     names, lines = [], []
     for n, start in enumerate(range(0, len(whole), piece_bytes)):
@@ -84,7 +84,7 @@ def read_manifest(path: Path) -> dict[str, str]:
 def join_pieces(found: dict[str, Path], manifest: Path) -> bytes:
     """The whole tar from the pieces in ``found`` (name -> path), each and the whole checked against ``manifest``."""
     expected = read_manifest(manifest)
-    pieces = sorted(name for name in expected if name != WHOLE)
+    pieces = [name for name in expected if name != WHOLE]  # the manifest's order is the tar's
     missing = [name for name in pieces if name not in found]
     if missing:
         raise SystemExit(f"{len(missing)} of {len(pieces)} pieces missing (first: {missing[0]}); {manifest} lists them")
@@ -126,6 +126,7 @@ def send(args: argparse.Namespace) -> int:
         return 0
     sent_list = args.src / ".sent"
     sent = set(sent_list.read_text().split()) if sent_list.exists() else set()
+    sent -= set(args.again)  # pieces whose call did not bring them back
     queue = [p for p in sorted(args.src.glob(PREFIX + "*")) if p.name not in sent]
     if MANIFEST not in sent:
         queue.insert(0, args.src / MANIFEST)
@@ -183,6 +184,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("out", type=Path)
     p.add_argument("--max-mib", type=float, default=62.0, help="per call (the limit: 64 MiB, 8 files of 16 MiB)")
     p.add_argument("--max-files", type=int, default=7)
+    p.add_argument(
+        "--again", nargs="+", default=[], metavar="NAME", help="send these again (a call that came back short)"
+    )
     p.set_defaults(run=send)
     p = sub.add_parser("collect", help="(here) join the pieces the calls brought back")
     p.add_argument(

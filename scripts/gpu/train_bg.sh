@@ -25,7 +25,8 @@ if [ "${1:-}" = --status ]; then   # --status SECONDS NAME...: wait until every 
     last=$(grep -E "^step:[0-9]+ " "$d/console.log" 2>/dev/null | tail -n 1)
     echo "$n: $(grep -oE '^step:[0-9]+' <<< "$last") $(grep -oE 'timing_s/step:[0-9.]+' <<< "$last")" \
       "$(grep -oE 'critic/score/mean:[-0-9.]+' <<< "$last")" \
-      "$(grep -oE "val-core/[^ ]*acc/mean@1:[^ ]*" "$d/console.log" 2>/dev/null | tail -n 1)" \
+      "$(grep -oE "val-core/[^ @]*/acc/mean@1:[^ ]*" "$d/console.log" 2>/dev/null | tail -n 1)" \
+      "$(grep -oE "val-core/[^ ]*@[^ /]*/acc/mean@1:[^ ]*" "$d/console.log" 2>/dev/null | tail -n 1)" \
       "tracebacks: $(grep -c Traceback "$d/console.log" 2>/dev/null)" "$([ -f "$d/rc" ] && echo "exit $(cat "$d/rc")")"
     if [ -n "${OUT:-}" ] && [ -d "$d" ]; then   # everything so far, one file per run (8 files come back at most)
       files=(); for f in command.txt metrics.jsonl console.log rc val rollouts; do [ -e "$d/$f" ] && files+=("$f"); done
@@ -38,7 +39,7 @@ if [ "${1:-}" = --wait ]; then
   name=$2; deadline=$(( $(date +%s) + $3 )); dir=/tmp/runs/$name
   while [ ! -f "$dir/rc" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 15; done
   grep -E "^step:[0-9]+ " "$dir/console.log" | tail -n 2 | cut -c1-900
-  grep -oE "val-core/[^ ]*acc/mean@1:[^ ]*" "$dir/console.log" | tail -n 3
+  grep -oE "val-core/[^ ]*acc/mean@1:[^ ]*" "$dir/console.log" | tail -n 3   # labelled sources (VAL_ALSO) too
   grep -ciE "Traceback|Error" "$dir/console.log" | sed 's/^/error lines: /'
   [ -f "$dir/rc" ] && echo "exit code: $(cat "$dir/rc")" || echo "still running"
   if [ -n "${OUT:-}" ]; then

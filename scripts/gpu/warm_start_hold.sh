@@ -18,10 +18,11 @@
 # STEPS=0 runs no trainer (the side runs alone: docs/results/ledger-warm-start-h100).
 # A warm start brought back and carried (scripts/gpu/model_parts.py; carry_plan.py --groups wheels,sft): steps 2-3
 # are skipped and every run starts from those weights (the install's `sft` step checks their sha256), ~3.5 min saved.
-# DEMOS_FILE=F (.jsonl or .jsonl.xz, e.g. docs/results/ledger-warm-start-h100/demos/trajectories.jsonl.xz):
+# DEMOS_FILE=F (.jsonl or .jsonl.xz, e.g. a copy of docs/results/ledger-warm-start-h100/demos/trajectories.jsonl.xz
+# outside docs/results, which park_results.sh moves away; an untracked file in the tree travels):
 # fine-tune on those demonstrations instead of making them (they are deterministic: identical in every hold so far).
 # RETURN_MODEL=1 packs the fine-tuned model into /tmp/sft_return; then each
-#   OUT=$OUT bash scripts/gpu/warm_start_hold.sh send   # brings back the next 60 MiB of it (~17 calls, ~5 s each)
+#   OUT=$OUT bash scripts/gpu/warm_start_hold.sh send   # brings back the next 62 MiB of it (~16 calls, ~5 s each)
 # and here: python3 scripts/gpu/model_parts.py collect FILES_AT... --model .whl-gpu/sft_model --parts .whl-gpu/sft-parts
 # Measured: 58 carry calls ~5.6-6.2 min; install + demonstrations + SFT ~4.5-5 min; trainer start and step-0
 # validation ~4.5 min. Beside the side runs a step took 25-45 s and 30 steps did not fit one 30-minute hold
@@ -59,7 +60,7 @@ run) ;;
 *) echo "usage: bash scripts/gpu/warm_start_hold.sh [run | status [SECONDS] | send]" >&2; exit 2 ;;
 esac
 carried=0
-[ -f /tmp/longflow-parts/SFT-MODEL.sha256 ] && carried=1   # the warm start came with the carry calls
+[ -f "${LONGFLOW_PARTS:-/tmp/longflow-parts}/SFT-MODEL.sha256" ] && carried=1   # the warm start came with the carry calls
 if [ $carried = 1 ]; then default_steps=wheels,check,sft; else default_steps=wheels,check,model; fi
 LONGFLOW_STEPS=${INSTALL_STEPS:-$default_steps} LONGFLOW_SFT_DIR=$SFT bash scripts/gpu/install_on_gpu.sh
 source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"
@@ -67,6 +68,7 @@ export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
 base=${LONGFLOW_MODEL_PATH:-/tmp/longflow/qwen25-coder-0.5b-instruct}
 source experiments/ledger_folding/task.sh   # LEDGER_ARGS, WINDOW_ARGS, FOLD_LOOP
 if [ $carried = 1 ]; then
+  [ -f "$SFT/config.json" ] || { echo "a warm start was carried but $SFT holds no model: INSTALL_STEPS needs sft" >&2; exit 1; }
   echo "== the carried warm start in $SFT ($(date +%T))"
 elif [ -n "${DEMOS_FILE:-}" ]; then
   echo "== demonstrations from $DEMOS_FILE ($(date +%T))"

@@ -105,3 +105,31 @@ def test_carry_plan_takes_the_sft_group_instead_of_the_gguf(tmp_path: Path) -> N
     with pytest.raises(SystemExit) as error:
         cp.make_plan(parts, 2500, None, False, True, ("wheels", "sft"), sft)
     assert str(error.value) == f"no sft-model.tar.part-* in {sft}: run scripts/gpu/model_parts.py collect --parts first"
+
+
+def test_many_pieces_join_in_the_manifests_order_and_a_short_call_is_sent_again(
+    tmp_path: Path, model: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Over 100 pieces (part-100 sorts before part-11 by name); a new pack starts sending from the first piece."""
+    mp = load_script("gpu/model_parts")
+    ret = tmp_path / "ret"
+    assert mp.main(["pack", str(model), str(ret), "--piece-mib", str(512 / mp.MIB)]) == 0
+    names = [line.split("  ")[1] for line in (ret / mp.MANIFEST).read_text().splitlines()][:-1]
+    assert len(names) > 100 and sorted(names) != names
+    assert mp.main(["unpack", str(ret), str(tmp_path / "m")]) == 0
+    assert files_of(tmp_path / "m") == files_of(model)
+
+    small = tmp_path / "small"
+    assert mp.main(["pack", str(model), str(small), "--piece-mib", str(40 * KIB / mp.MIB)]) == 0
+    assert mp.main(["send", str(small), str(tmp_path / "a")]) == 0
+    assert mp.main(["send", str(small), str(tmp_path / "b")]) == 0  # nothing left
+    assert mp.main(["send", str(small), str(tmp_path / "c"), "--again", "sft-model.tar.part-01"]) == 0
+    assert sorted(p.name for p in (tmp_path / "c").iterdir()) == ["sft-model.tar.part-01"]
+    assert mp.main(["pack", str(model), str(small), "--piece-mib", str(40 * KIB / mp.MIB)]) == 0  # packed again
+    assert mp.main(["send", str(small), str(tmp_path / "d")]) == 0
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [
+        mp.MANIFEST,
+        "sft-model.tar.part-00",
+        "sft-model.tar.part-01",
+    ]
+    assert capsys.readouterr().out.splitlines()[-1].endswith("; 0 left")
