@@ -81,6 +81,12 @@ LABEL_SEP = "@"
 """What separates a data_source from its variant label (module docstring)."""
 
 
+def split_label(data_source: Any) -> tuple[str, str | None]:
+    """``longflow/ledger@truncated`` -> (``longflow/ledger``, ``truncated``); no label -> (data_source, None)."""
+    base, _, label = str(data_source).partition(LABEL_SEP)
+    return base, label or None
+
+
 def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: RewardSettings) -> dict[str, float]:
     """Weigh the outcome and the trajectory pieces into the returned dict (keys ``REWARD_KEYS``)."""
     reason = pieces.termination_reason
@@ -130,7 +136,7 @@ def compute_score(
 ) -> dict[str, float]:
     """verl's reward entry point; see the module docstring for the formula and what verl passes."""
     settings = parse_reward_kwargs(reward_kwargs)
-    scorer = SCORERS.get(str(data_source).split(LABEL_SEP, 1)[0])
+    scorer = SCORERS.get(split_label(data_source)[0])
     if scorer is None:
         raise SampleError(
             f"compute_score: unknown data_source {str(data_source)!r}; supported: {choices(SCORERS)}, each "

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from extensions.custom_rewards import LABEL_SEP
+from extensions.custom_rewards import LABEL_SEP, split_label
 from extensions.records_schema import TERMINATION_REASONS as REASONS
 
 COUNTS = {
@@ -94,7 +94,7 @@ def validation_metrics(
     (one per row), the rows of each labelled source (``longflow/ledger@truncated``) are measured apart, under
     ``longflow/val@truncated/``, and the unlabelled rows alone under ``prefix``.
     """
-    labels = [str(s).partition(LABEL_SEP)[2] or None for s in data_sources] if data_sources is not None else []
+    labels = [split_label(source)[1] for source in data_sources] if data_sources is not None else []
     if any(labels):
         metrics = {}
         for label in dict.fromkeys(labels):

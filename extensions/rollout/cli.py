@@ -254,18 +254,19 @@ def _main(args: argparse.Namespace) -> int:
         mismatched = replay_file(args.replay, config, out_dir, quiet=lambda: console(args.verbose))
         return EXIT_REPLAY_MISMATCH if mismatched else EXIT_OK
     prepare_model(config, backend_name, args.overrides)
-    stdout = sys.stdout  # console() hides verl's prints, not the outputs and summaries
     with console(args.verbose):
         built = time.perf_counter()
         backend = make_backend(backend_name, config, demo_policy=policy)
         backend_start_s = time.perf_counter() - built  # engine servers up (or the in-process model loaded)
-        try:
+    try:
+        with console(args.verbose):
             dataset = load_dataset(files, backend.tokenizer, config.data)
-            engine = {"backend": backend_name, "model": str(config.actor_rollout_ref.model.path)}
-            engine["backend_start_s"] = round(backend_start_s, 3)
-            with contextlib.redirect_stdout(stdout):
-                return asyncio.run(run_loops(backend, dataset, args, load_reward_fn(config), out_dir, engine))
-        finally:
+            reward_fn = load_reward_fn(config)
+        engine = {"backend": backend_name, "model": str(config.actor_rollout_ref.model.path)}
+        engine["backend_start_s"] = round(backend_start_s, 3)
+        return asyncio.run(run_loops(backend, dataset, args, reward_fn, out_dir, engine))
+    finally:
+        with console(args.verbose):
             backend.close()
 
 

@@ -32,7 +32,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 MIB = 1 << 20
 TREE_LIMIT = 64 * MIB  # the device tool's limit per call: working tree + carried paths
-MANIFESTS = ("MANIFEST.sha256", "WHOLE.sha256", "SFT-MODEL.sha256")
+SFT_MANIFEST = "SFT-MODEL.sha256"  # the sft group's (scripts/gpu/model_parts.py)
+MANIFESTS = ("MANIFEST.sha256", "WHOLE.sha256", SFT_MANIFEST)
 CARRY_ROOT = ".whl-gpu/carry"
 REMOTE = "/tmp/longflow-parts"
 GROUPS = {
@@ -103,10 +104,7 @@ def make_plan(
         raise SystemExit(f"not in {parts}: {sorted(set(only) - set(files))}")
     order = [g for g in (["gguf", "wheels", "sglang", "sft"] if gguf_first else list(GROUPS)) if g in groups]
     calls: list[dict] = []
-    sft_manifest = "sft" in groups
-    manifests = [
-        files[m] for m in MANIFESTS if m in wanted and m in files and (sft_manifest or not m.startswith("SFT"))
-    ]
+    manifests = [files[m] for m in MANIFESTS if m in wanted and m in files and ("sft" in groups or m != SFT_MANIFEST)]
     for group in order:
         group_files = [p for n, p in files.items() if n.startswith(GROUPS[group]) and n in wanted]
         if not group_files:
