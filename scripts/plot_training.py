@@ -44,6 +44,9 @@ COLUMNS = {
     "val_successful_calls": "val-aux/longflow/gsm8k/num_successful_calls/mean@1",
     "val_response_budget": "val-aux/longflow/gsm8k/term_response_budget/mean@1",
     "segments": "longflow/segments/mean",
+    "max_segments": "longflow/termination/max_segments",
+    "grad_norm": "actor/grad_norm",
+    "ppo_kl": "actor/ppo_kl",  # rollout log-probs vs the trainer's (bypass mode): the engine-trainer mismatch
 }
 VAL_ACC_ANY = re.compile(r"val-core/longflow/[^/@]+/acc/mean@1")  # another task's held-out accuracy (the ledger's);
 # not a labelled source's (longflow/ledger@truncated: a baseline in the same validation, experiments/ledger_folding)

@@ -54,13 +54,21 @@ def test_another_tasks_held_out_accuracy_fills_val_acc(tmp_path: Path) -> None:
                 "val-core/longflow/ledger/acc/mean@1": 0.0078125,
             },
         },
-        {"step": 1, "data": {"critic/score/mean": 0.0, "longflow/segments/mean": 1.875}},
+        {
+            "step": 1,
+            "data": {
+                "critic/score/mean": 0.0,
+                "longflow/segments/mean": 1.875,
+                "longflow/termination/max_segments": 0.25,
+                "actor/ppo_kl": 0.0111,
+            },
+        },
     ]
     (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
     rows = pt.read_steps(tmp_path / "metrics.jsonl")
-    assert [(r["step"], r["val_acc"], r["score"], r["segments"]) for r in rows] == [
-        (0, 0.0078125, None, None),
-        (1, None, 0.0, 1.875),
+    assert [(r["step"], r["val_acc"], r["score"], r["segments"], r["max_segments"], r["ppo_kl"]) for r in rows] == [
+        (0, 0.0078125, None, None, None, None),
+        (1, None, 0.0, 1.875, 0.25, 0.0111),
     ]
 
 

@@ -16,6 +16,10 @@
 #    SIDE_VARIANTS picks them, "none" runs the trainer alone; VAL_BEFORE_TRAIN=true validates the warm start in the
 #    trainer too).
 # STEPS=0 runs no trainer (the side runs alone: docs/results/ledger-warm-start-h100).
+# EVAL_TRAINED=1 saves the last step's weights (Hugging Face form) and, once the trainer has exited, runs them through
+# the rollout driver in a fresh vLLM on the same held-out ledgers (folding, greedy; status writes $OUT/side_trained.tgz):
+# the step-30 validation runs through the trainer's own engine, and docs/results/ledger-fold-grpo30-h100 could not
+# tell a policy that got worse from an engine serving other weights than the trainer's.
 # A warm start brought back and carried (scripts/gpu/model_parts.py; carry_plan.py --groups wheels,sft): steps 2-3
 # are skipped and every run starts from those weights (the install's `sft` step checks their sha256), ~3.5 min saved.
 # DEMOS_FILE=F (.jsonl or .jsonl.xz, e.g. a copy of docs/results/ledger-warm-start-h100/demos/trajectories.jsonl.xz
@@ -31,8 +35,9 @@
 # 30 steps took 11 min (median 21.4 s) and the whole hold 29.6 min of 30 (docs/results/ledger-grpo30-h200): a tight fit.
 # With docs/results parked (scripts/gpu/park_results.sh) the carry is 35 calls, 3.3 min; on an H100 the trainer started
 # at 9.1 min held and finished step 2 at 15.4 min (docs/results/ledger-h100-lost-hold): the whole plan no longer fits
-# one hold. docs/gpu/README.md ("The hold issue 21 still needs") splits it in two, with VAL_ALSO=truncated (the
-# baseline in the trainer's validation, experiments/ledger_folding/run.sh) and a carried warm start.
+# one hold. docs/gpu/README.md ("Issue 21 on one H100") splits it in two, with VAL_ALSO=truncated (the
+# baseline in the trainer's validation, experiments/ledger_folding/run.sh) and a carried warm start; the split ran
+# in one session on 2026-11-26 (docs/results/ledger-fold-grpo30-h100: 27.7 + 12.6 min held).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export LEDGER_QUESTION=${LEDGER_QUESTION:-flagged} TEST_COUNT=${TEST_COUNT:-128} TRAIN_COUNT=${TRAIN_COUNT:-1000}
@@ -50,6 +55,7 @@ status)
   tail -n 2 "$SFT/sft_steps.csv" 2>/dev/null | sed 's/^/sft: /' || true
   bash scripts/gpu/train_bg.sh --status 0 ledger_fold
   echo "== side_ledger"; SIDE=/tmp/side_ledger bash scripts/gpu/side_runs.sh status
+  [ -d /tmp/side_trained ] && { echo "== side_trained"; SIDE=/tmp/side_trained bash scripts/gpu/side_runs.sh status; }
   exit 0
   ;;
 send)
@@ -90,14 +96,22 @@ if [ $carried = 0 ]; then
   if [ "${RETURN_MODEL:-0}" = 1 ]; then python3 scripts/gpu/model_parts.py pack "$SFT" /tmp/sft_return; fi
 fi
 export LONGFLOW_MODEL_PATH=$SFT
+trained=/tmp/runs/ledger_fold/ckpt/global_step_${STEPS:-30}/actor/huggingface   # EVAL_TRAINED=1: the last step's weights
 if [ "${STEPS:-30}" != 0 ]; then   # STEPS=0: no trainer (the side runs alone)
+  save=()
+  [ "${EVAL_TRAINED:-0}" = 1 ] && save=("trainer.save_freq=${STEPS:-30}" trainer.default_local_dir=/tmp/runs/ledger_fold/ckpt
+    "actor_rollout_ref.actor.checkpoint.save_contents=[hf_model]")   # Hugging Face form only: no optimizer state
   echo "== folding, trained from the warm start ($(date +%T))"
   # shellcheck disable=SC2086  # TRAIN_ARGS: more hydra overrides (the header says which made steps faster)
   VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold \
     actor_rollout_ref.rollout.gpu_memory_utilization=0.35 data.train_batch_size=8 actor_rollout_ref.rollout.n=4 \
     actor_rollout_ref.actor.ppo_mini_batch_size=8 "trainer.total_training_steps=${STEPS:-30}" \
     "trainer.test_freq=${TEST_FREQ:-15}" "trainer.val_before_train=${VAL_BEFORE_TRAIN:-false}" +ray_kwargs.ray_init.include_dashboard=false \
-    trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-}   # the training rollouts, for what went wrong
+    trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-} ${save[@]+"${save[@]}"}   # the training rollouts, for what went wrong
+  if [ "${EVAL_TRAINED:-0}" = 1 ]; then   # the trained weights in a fresh engine, once the trainer has exited
+    KV_BYTES=${KV_BYTES:-17179869184} SIDE=/tmp/side_trained LEDGERS=$TEST_COUNT LEDGER_VARIANTS=fold ASK_VARIANTS=none \
+      DELAY_S=0 WAIT_FOR=/tmp/runs/ledger_fold/rc LONGFLOW_MODEL_PATH=$trained bash scripts/gpu/side_runs.sh start
+  fi
 fi
 variants=${SIDE_VARIANTS:-truncated fold wide}   # "none": the trainer alone (the baselines measured already)
 if [ "$variants" != none ]; then

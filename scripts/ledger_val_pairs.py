@@ -1,0 +1,127 @@
+"""Per-ledger held-out results of a ledger_folding training run whose validation also ran ReAct (``VAL_ALSO``).
+
+    python scripts/ledger_val_pairs.py docs/results/ledger-fold-grpo30-h100/fold_grpo
+
+Reads ``RUN/val_step<N>.jsonl(.xz)`` (verl's validation dumps, renamed from ``val/<N>.jsonl``). With
+``VAL_ALSO=truncated`` each dump holds every held-out ledger twice, once per loop, under the same prompt (the
+flagged question's text is the same for every ledger), so ``scripts/val_compare.py`` cannot pair them. Here a
+trajectory is keyed by the first page its first turn read and the expected answer. Of a ledger's two trajectories,
+the one with more rows (segments) is the folding one; on a tie (no fold happened) the one that did not end on
+``response_budget``. The ReAct one is always a single row.
+
+Prints, per step, how many ledgers each loop got right; between the first and last step, how the folding
+results moved (right->wrong and wrong->right), the paired difference with its standard error; and, for each
+wrong folding trajectory of the last step, whether it was shown the flagged line (``| DISPUTED``) and read on.
+Writes ``RUN/val_pairs.csv``: one row per ledger and step.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import lzma
+import math
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+FIRST_PAGE = re.compile(r"Ledger page 1 of \d+\n(.*?)\n(?:End of page|\.\.\.)", re.S)
+FLAG_LINE = "| DISPUTED"
+
+
+def read_dump(path: Path) -> list[list[dict]]:
+    """The dump's trajectories: rows grouped by uid (``{uid}_{session}_{i}``: the segment index dropped)."""
+    opener = lzma.open if path.suffix == ".xz" else open
+    groups: dict[str, list[dict]] = {}
+    with opener(path, "rt") as f:
+        for line in f:
+            row = json.loads(line)
+            groups.setdefault(row["uid"].rsplit("_", 1)[0], []).append(row)
+    return list(groups.values())
+
+
+def ledger_key(trajectory: list[dict]) -> tuple[str, str]:
+    match = FIRST_PAGE.search(trajectory[0]["output"])
+    return (match.group(1) if match else "", str(trajectory[0]["gts"]))
+
+
+def pair_loops(trajectories: list[list[dict]], path: Path) -> dict[tuple[str, str], dict[str, list[dict]]]:
+    """{ledger: {"fold": rows, "react": rows}}; every ledger must have exactly one trajectory of each."""
+    by_ledger: dict[tuple[str, str], list[list[dict]]] = {}
+    for trajectory in trajectories:
+        by_ledger.setdefault(ledger_key(trajectory), []).append(trajectory)
+    pairs = {}
+    for key, found in by_ledger.items():
+        if len(found) != 2:
+            raise SystemExit(
+                f"{path}: {len(found)} trajectories of one ledger (answer {key[1]}), expected 2: one folding and "
+                "one ReAct (a run with VAL_ALSO=truncated)"
+            )
+        found.sort(key=lambda t: (len(t), float(t[-1]["term_response_budget"]) == 0), reverse=True)
+        pairs[key] = {"fold": found[0], "react": found[1]}
+    return pairs
+
+
+def right(trajectory: list[dict]) -> int:
+    return int(float(trajectory[-1]["score"]) == 1.0)
+
+
+def failure(trajectory: list[dict]) -> str:
+    """Why a wrong trajectory is wrong: was it shown the flagged line, and how did it end."""
+    ended = next((k[len("term_") :] for k, v in trajectory[-1].items() if k.startswith("term_") and float(v) == 1), "?")
+    shown = any(FLAG_LINE in row["output"] for row in trajectory)
+    return f"{'shown the flagged line' if shown else 'never shown the flagged line'}, ended {ended}"
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 1:
+        print(__doc__)
+        return 2
+    run = Path(argv[0])
+    dumps = sorted(run.glob("val_step*.jsonl*"), key=lambda p: int(re.search(r"val_step(\d+)", p.name).group(1)))
+    if not dumps:
+        print(f"{run}: no val_step<N>.jsonl(.xz) files")
+        return 1
+    steps = {int(re.search(r"val_step(\d+)", p.name).group(1)): pair_loops(read_dump(p), p) for p in dumps}
+    rows = []
+    for step, pairs in steps.items():
+        fold, react = (sum(right(p[loop]) for p in pairs.values()) for loop in ("fold", "react"))
+        print(f"step {step}: {len(pairs)} ledgers, folding right {fold}, ReAct (truncated) right {react}")
+        for i, (key, pair) in enumerate(sorted(pairs.items())):
+            kind = "" if right(pair["fold"]) else failure(pair["fold"])
+            rows.append(
+                {
+                    "step": step,
+                    "ledger": i,
+                    "answer": key[1],
+                    "fold_right": right(pair["fold"]),
+                    "fold_segments": len(pair["fold"]),
+                    "react_right": right(pair["react"]),
+                    "fold_failure": kind,
+                }
+            )
+    first, last = min(steps), max(steps)
+    if first != last:
+        if steps[first].keys() != steps[last].keys():
+            raise SystemExit(f"{run}: steps {first} and {last} validated different ledgers")
+        diffs = [right(steps[last][k]["fold"]) - right(steps[first][k]["fold"]) for k in steps[first]]
+        n, mean = len(diffs), sum(diffs) / len(diffs)
+        se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
+        print(
+            f"folding, step {first} -> {last}: right->wrong {diffs.count(-1)}, wrong->right {diffs.count(1)}, "
+            f"paired difference {100 * mean:+.1f} ± {100 * se:.1f} points (standard error)"
+        )
+    wrong = Counter(failure(p["fold"]) for p in steps[last].values() if not right(p["fold"]))
+    for kind, count in wrong.most_common():
+        print(f"step {last}, wrong folding trajectories {kind}: {count}")
+    with (run / "val_pairs.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    print(f"wrote {run / 'val_pairs.csv'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

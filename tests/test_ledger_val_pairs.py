@@ -1,0 +1,71 @@
+"""scripts/ledger_val_pairs.py: a VAL_ALSO validation dump split into its folding and ReAct trajectories, by ledger."""
+
+from __future__ import annotations
+
+import csv
+import json
+import lzma
+from pathlib import Path
+
+import pytest
+
+from tests.scripts import load_script
+
+TERMS = ("term_final_answer", "term_max_segments", "term_response_budget")
+
+
+def page(rows: str) -> str:
+    return f"<tool_response>\nLedger page 1 of 30\n{rows}\nEnd of page 1 of 30.</tool_response>"
+
+
+def row(uid: str, output: str, score: float, ended: str, answer: str) -> dict:
+    return {"uid": uid, "input": "the same prompt", "output": output, "score": score, "gts": answer,
+            **{t: float(t == f"term_{ended}") for t in TERMS}}  # fmt: skip
+
+
+def write_dump(path: Path, rows: list[dict]) -> None:
+    with lzma.open(path, "wt") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+
+
+def ledger_rows(step: int, fold_right: bool) -> list[dict]:
+    """Two ledgers (answers 11 and 22); ledger 11's folding trajectory is right or runs out of segments."""
+    a, b = page("T1 | 11 | DISPUTED"), page("T9 | 5")
+    fold_a = (
+        [row(f"a{step}_0_0", a, 0.0, "folded", "11"), row(f"a{step}_0_1", "submit 11", 1.0, "final_answer", "11")]
+        if fold_right
+        else [row(f"a{step}_0_{i}", a if i == 0 else "read_page 31", 0.0, "max_segments", "11") for i in range(3)]
+    )
+    return [
+        *fold_a,
+        row(f"r{step}_0_0", a, 0.0, "response_budget", "11"),
+        row(f"b{step}_0_0", b, 1.0, "final_answer", "22"),  # no fold: a tie broken by the ending
+        row(f"s{step}_0_0", b, 0.0, "response_budget", "22"),
+    ]
+
+
+def test_pairs_fold_and_react_per_ledger_and_explains_the_misses(tmp_path: Path, capsys) -> None:
+    vp = load_script("ledger_val_pairs")
+    write_dump(tmp_path / "val_step0.jsonl.xz", ledger_rows(0, fold_right=True))
+    write_dump(tmp_path / "val_step30.jsonl.xz", ledger_rows(30, fold_right=False))
+    assert vp.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "step 0: 2 ledgers, folding right 2, ReAct (truncated) right 0" in out
+    assert "step 30: 2 ledgers, folding right 1, ReAct (truncated) right 0" in out
+    assert "right->wrong 1, wrong->right 0, paired difference -50.0 ± 50.0 points" in out
+    assert "wrong folding trajectories shown the flagged line, ended max_segments: 1" in out
+    with (tmp_path / "val_pairs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["step"], r["answer"], r["fold_right"], r["fold_segments"], r["react_right"]) for r in rows] == [
+        ("0", "11", "1", "2", "0"),
+        ("0", "22", "1", "1", "0"),
+        ("30", "11", "0", "3", "0"),
+        ("30", "22", "1", "1", "0"),
+    ]
+
+
+def test_a_dump_without_the_react_twin_is_refused_by_name(tmp_path: Path) -> None:
+    vp = load_script("ledger_val_pairs")
+    write_dump(tmp_path / "val_step0.jsonl.xz", ledger_rows(0, fold_right=True)[:2])
+    with pytest.raises(SystemExit, match=r"val_step0.jsonl.xz: 1 trajectories of one ledger \(answer 11\), expected 2"):
+        vp.main([str(tmp_path)])
