@@ -49,6 +49,8 @@ COLUMNS = {
     "ppo_kl": "actor/ppo_kl",  # rollout log-probs vs the trainer's (bypass mode): the engine-trainer mismatch
     "rollout_probs_diff_mean": "training/rollout_probs_diff_mean",  # the same, measured (bypass_mode=false only)
     "rollout_probs_diff_max": "training/rollout_probs_diff_max",
+    "rollout_corr_kl": "rollout_corr/kl",  # verl's rollout-correction metrics (bypass_mode=false only)
+    "rollout_corr_log_ppl_diff_max": "rollout_corr/log_ppl_diff_max",  # the most diverging trajectory's
 }
 VAL_ACC_ANY = re.compile(r"val-core/longflow/[^/@]+/acc/mean@1")  # another task's held-out accuracy (the ledger's);
 # not a labelled source's (longflow/ledger@truncated: a baseline in the same validation, experiments/ledger_folding)

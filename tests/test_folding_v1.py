@@ -105,7 +105,15 @@ def v1(qwen_dir) -> Any:
         trainer._compute_advantage(meta, metrics)
         fields = ["prompts", "responses", "response_mask", "rm_scores", "extra_fields", "advantages"]
         data = tq.kv_batch_get(keys=list(meta.keys), partition_id=meta.partition_id, select_fields=fields)
-        yield SimpleNamespace(keys=list(meta.keys), data=data, tok=tok, first=first, schemas=schemas)
+        # the advantage step again in verl's decoupled mode (bypass_mode=false): its rollout-correction step runs
+        # on the segments too (old_log_probs are the rollout's here, as bypass mode put them)
+        trainer.config.algorithm.rollout_correction.bypass_mode = False
+        decoupled: dict[str, Any] = {}
+        trainer._compute_advantage(meta, decoupled)
+        again = tq.kv_batch_get(keys=list(meta.keys), partition_id=meta.partition_id, select_fields=["advantages"])
+        yield SimpleNamespace(
+            keys=list(meta.keys), data=data, tok=tok, first=first, schemas=schemas, decoupled=decoupled, again=again
+        )
     finally:
         try:
             tq.close()
@@ -190,3 +198,12 @@ def test_the_reward_is_copied_and_grpo_applies_the_last_segments_advantage_weigh
         assert r["scores"] == [0.0] * (len(r["response"]) - 1) + [score], key
         want = [advantage * m for m in r["mask"]]
         torch.testing.assert_close(torch.tensor(r["advantages"]), torch.tensor(want), rtol=0, atol=1e-6)
+
+
+def test_decoupled_mode_measures_the_engine_trainer_gap_over_segments_and_keeps_the_advantages(v1) -> None:
+    """``algorithm.rollout_correction.bypass_mode=false`` (the next GPU run's diagnostic): verl's rollout-correction
+    step runs over the folded rows and logs ``rollout_corr/*``; with no IS weights or rejection it changes nothing."""
+    assert v1.decoupled["rollout_corr/kl"] == 0.0  # old_log_probs are the rollout's: no gap
+    assert v1.decoupled["rollout_corr/log_ppl_diff_max"] == 0.0
+    rows = range(len(v1.keys))
+    assert [v1.again["advantages"][i].tolist() for i in rows] == [v1.data["advantages"][i].tolist() for i in rows]
