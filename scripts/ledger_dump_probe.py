@@ -26,7 +26,7 @@ from pathlib import Path
 
 FLAG_LINE = "| DISPUTED"
 ROLE = re.compile(r"\n(system|user|assistant)\n")
-DECISION = re.compile(r"End of page \d+ of \d+\.[^\n]*\n</tool_response>\nassistant\n")
+DECISION = re.compile(r"End of page \d+ of \d+[.:][^\n]*\n</tool_response>\nassistant\n")
 NAME = '"name": "'
 
 

@@ -7,11 +7,13 @@ Reads ``RUN/val_step<N>.jsonl(.xz)`` (verl's validation dumps, renamed from ``va
 flagged question's text is the same for every ledger), so ``scripts/val_compare.py`` cannot pair them. Here a
 trajectory is keyed by the first page its first turn read and the expected answer. Of a ledger's two trajectories,
 the one with more rows (segments) is the folding one; on a tie (no fold happened) the one that did not end on
-``response_budget``. The ReAct one is always a single row.
+``response_budget``. The ReAct one is always a single row. Two single rows with the same ending are the same run
+of the same turns in both loops; they must score alike (the script stops if not), and either is taken as folding.
 
 Prints, per step, how many ledgers each loop got right; between the first and last step, how the folding
 results moved (right->wrong and wrong->right), the paired difference with its standard error; and, for each
-wrong folding trajectory of the last step, whether it was shown the flagged line (``| DISPUTED``) and read on.
+wrong folding trajectory of the last step, whether it was shown the flagged line (``| DISPUTED``) and read on;
+and, at the first and last step, how folding did by where the flagged page came in its segment (``flag_place``).
 Writes ``RUN/val_pairs.csv``: one row per ledger and step.
 """
 
@@ -58,13 +60,32 @@ def pair_loops(trajectories: list[list[dict]], path: Path) -> dict[tuple[str, st
                 f"{path}: {len(found)} trajectories of one ledger (answer {key[1]}), expected 2: one folding and "
                 "one ReAct (a run with VAL_ALSO=truncated)"
             )
-        found.sort(key=lambda t: (len(t), float(t[-1]["term_response_budget"]) == 0), reverse=True)
-        pairs[key] = {"fold": found[0], "react": found[1]}
+        rank = [(len(t), float(t[-1]["term_response_budget"]) == 0) for t in found]
+        if rank[0] == rank[1] and right(found[0]) != right(found[1]):
+            raise SystemExit(
+                f"{path}: the two trajectories of one ledger (answer {key[1]}) cannot be told apart (one row each, "
+                "same ending) and scored differently"
+            )
+        fold = 0 if rank[0] >= rank[1] else 1
+        pairs[key] = {"fold": found[fold], "react": found[1 - fold]}
     return pairs
 
 
 def right(trajectory: list[dict]) -> int:
     return int(float(trajectory[-1]["score"]) == 1.0)
+
+
+FULL_PAGE = re.compile(r"Ledger page (\d+) of \d+\n(.*?)End of page", re.S)
+
+
+def flag_place(trajectory: list[dict]) -> str:
+    """Where the first full page showing the flagged line came in its segment: ``first`` (the segment's first full
+    page: page 1, or the page read again after a fold), ``later``, or ``never`` (not shown in full)."""
+    for row in trajectory:
+        pages = [FLAG_LINE in m[2] for m in FULL_PAGE.finditer(row["output"])]
+        if any(pages):
+            return "first" if pages[0] else "later"
+    return "never"
 
 
 def failure(trajectory: list[dict]) -> str:
@@ -99,6 +120,7 @@ def main(argv: list[str]) -> int:
                     "fold_segments": len(pair["fold"]),
                     "react_right": right(pair["react"]),
                     "fold_failure": kind,
+                    "flag_place": flag_place(pair["fold"]),
                 }
             )
     first, last = min(steps), max(steps)
@@ -111,6 +133,15 @@ def main(argv: list[str]) -> int:
         print(
             f"folding, step {first} -> {last}: right->wrong {diffs.count(-1)}, wrong->right {diffs.count(1)}, "
             f"paired difference {100 * mean:+.1f} ± {100 * se:.1f} points (standard error)"
+        )
+    for step in (first, last):
+        places = Counter((flag_place(p["fold"]), right(p["fold"])) for p in steps[step].values())
+        print(
+            f"step {step}, folding right/shown by where the flagged page came in its segment: "
+            + ", ".join(
+                f"{place} {places[place, 1]}/{places[place, 0] + places[place, 1]}"
+                for place in ("first", "later", "never")
+            )
         )
     wrong = Counter(failure(p["fold"]) for p in steps[last].values() if not right(p["fold"]))
     for kind, count in wrong.most_common():

@@ -108,9 +108,16 @@ def v1(qwen_dir) -> Any:
         # the advantage step again in verl's decoupled mode (bypass_mode=false): its rollout-correction step runs
         # on the segments too (old_log_probs are the rollout's here, as bypass mode put them)
         trainer.config.algorithm.rollout_correction.bypass_mode = False
+        # the trainer's log-probs 0.5 below the engine's on the first row: a gap the step must measure
+        keys, part = list(meta.keys), meta.partition_id
+        old = tq.kv_batch_get(keys=keys, partition_id=part, select_fields=["old_log_probs"])
+        rows_lp = [t.clone() for t in old["old_log_probs"].unbind()]
+        rows_lp[0] = rows_lp[0] - 0.5
+        old["old_log_probs"] = torch.nested.as_nested_tensor(rows_lp, layout=torch.jagged)
+        tq.kv_batch_put(keys=keys, partition_id=part, fields=old)
         decoupled: dict[str, Any] = {}
         trainer._compute_advantage(meta, decoupled)
-        again = tq.kv_batch_get(keys=list(meta.keys), partition_id=meta.partition_id, select_fields=["advantages"])
+        again = tq.kv_batch_get(keys=keys, partition_id=part, select_fields=["advantages", "response_mask"])
         yield SimpleNamespace(
             keys=list(meta.keys), data=data, tok=tok, first=first, schemas=schemas, decoupled=decoupled, again=again
         )
@@ -203,7 +210,11 @@ def test_the_reward_is_copied_and_grpo_applies_the_last_segments_advantage_weigh
 def test_decoupled_mode_measures_the_engine_trainer_gap_over_segments_and_keeps_the_advantages(v1) -> None:
     """``algorithm.rollout_correction.bypass_mode=false`` (the next GPU run's diagnostic): verl's rollout-correction
     step runs over the folded rows and logs ``rollout_corr/*``; with no IS weights or rejection it changes nothing."""
-    assert v1.decoupled["rollout_corr/kl"] == 0.0  # old_log_probs are the rollout's: no gap
-    assert v1.decoupled["rollout_corr/log_ppl_diff_max"] == 0.0
+    # rollout_corr/kl = mean over response tokens of (rollout - old): 0.5 on the first row's tokens, 0 elsewhere
+    masks = [v1.data["response_mask"][i] for i in range(len(v1.keys))]
+    first, total = float(masks[0].sum()), float(sum(m.sum() for m in masks))
+    assert v1.decoupled["rollout_corr/kl"] == pytest.approx(0.5 * first / total, rel=1e-5)
+    assert v1.decoupled["rollout_corr/log_ppl_diff_max"] == pytest.approx(0.5, rel=1e-5)  # that row's mean gap
+    assert [v1.again["response_mask"][i].tolist() for i in range(len(v1.keys))] == [m.tolist() for m in masks]
     rows = range(len(v1.keys))
     assert [v1.again["advantages"][i].tolist() for i in rows] == [v1.data["advantages"][i].tolist() for i in rows]

@@ -39,8 +39,8 @@ def ledger_rows(step: int, fold_right: bool) -> list[dict]:
     return [
         *fold_a,
         row(f"r{step}_0_0", a, 0.0, "response_budget", "11"),
-        row(f"b{step}_0_0", b, 1.0, "final_answer", "22"),  # no fold: a tie broken by the ending
-        row(f"s{step}_0_0", b, 0.0, "response_budget", "22"),
+        row(f"s{step}_0_0", b, 0.0, "response_budget", "22"),  # ReAct first: the tie must be broken by the ending
+        row(f"b{step}_0_0", b, 1.0, "final_answer", "22"),  # no fold: one row, like ReAct's
     ]
 
 
@@ -54,6 +54,14 @@ def test_pairs_fold_and_react_per_ledger_and_explains_the_misses(tmp_path: Path,
     assert "step 30: 2 ledgers, folding right 1, ReAct (truncated) right 0" in out
     assert "right->wrong 1, wrong->right 0, paired difference -50.0 ± 50.0 points" in out
     assert "wrong folding trajectories shown the flagged line, ended max_segments: 1" in out
+    assert (
+        "step 0, folding right/shown by where the flagged page came in its segment: first 1/1, later 0/0, never 1/1"
+        in out
+    )
+    assert (
+        "step 30, folding right/shown by where the flagged page came in its segment: first 0/1, later 0/0, never 1/1"
+        in out
+    )
     with (tmp_path / "val_pairs.csv").open() as f:
         rows = list(csv.DictReader(f))
     assert [(r["step"], r["answer"], r["fold_right"], r["fold_segments"], r["react_right"]) for r in rows] == [
@@ -69,3 +77,21 @@ def test_a_dump_without_the_react_twin_is_refused_by_name(tmp_path: Path) -> Non
     write_dump(tmp_path / "val_step0.jsonl.xz", ledger_rows(0, fold_right=True)[:2])
     with pytest.raises(SystemExit, match=r"val_step0.jsonl.xz: 1 trajectories of one ledger \(answer 11\), expected 2"):
         vp.main([str(tmp_path)])
+
+
+def test_two_single_rows_alike_but_scored_differently_are_refused(tmp_path: Path) -> None:
+    vp = load_script("ledger_val_pairs")
+    b = page("T9 | 5")
+    rows = [row("x_0_0", b, 1.0, "final_answer", "22"), row("y_0_0", b, 0.0, "final_answer", "22")]
+    write_dump(tmp_path / "val_step0.jsonl.xz", rows)
+    with pytest.raises(SystemExit, match=r"\(answer 22\) cannot be told apart .* and scored differently"):
+        vp.main([str(tmp_path)])
+
+
+def test_where_the_flagged_page_came_in_its_segment() -> None:
+    vp = load_script("ledger_val_pairs")
+    plain, flagged, cut = page("T9 | 5"), page("T1 | 11 | DISPUTED"), "Ledger page 2 of 30\nT1 | 11 | DISPUTED\n..."
+    assert vp.flag_place([{"output": flagged}]) == "first"
+    assert vp.flag_place([{"output": plain + flagged}]) == "later"
+    assert vp.flag_place([{"output": plain + cut}, {"output": flagged + plain}]) == "first"  # re-read after a fold
+    assert vp.flag_place([{"output": plain + cut}]) == "never"  # only seen cut short

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rollout-driver runs (vLLM) beside the trainers of one hold, on the GPU machine after install_on_gpu.sh:
 #   [DELAY_S=120] [WAIT_FOR=FILE] bash scripts/gpu/side_runs.sh start   # in the background (after DELAY_S, and once
-#       FILE exists: a trainer's rc, when the runs need its saved weights), one after the other:
+#       FILE exists and says 0: a trainer's rc, when the runs need its saved weights; then WAIT_AFTER_S (15) more
+#       for its GPU memory), one after the other:
 #       1. experiments/ledger_folding on $LEDGERS (64) held-out ledgers (split test), greedy, $LEDGER_VARIANTS of
 #          truncated (react in the preset's window), wide (react, WIDE_RESPONSE), fold ($FOLD_LOOP); "none": skip;
 #          truncated and fold run against one engine start (--force-agent-name react,$FOLD_LOOP);
@@ -21,7 +22,9 @@ start)
   tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$SIDE/src"
   # the code is copied now; with DELAY_S the runs start that much later (a trainer's vLLM starting first)
   (cd "$SIDE/src" && setsid nohup bash -c 'sleep "${DELAY_S:-0}"
-    while [ -n "${WAIT_FOR:-}" ] && [ ! -e "$WAIT_FOR" ]; do sleep 10; done; bash scripts/gpu/side_runs.sh run' \
+    while [ -n "${WAIT_FOR:-}" ] && [ ! -e "$WAIT_FOR" ]; do sleep 10; done
+    if [ -n "${WAIT_FOR:-}" ] && [ "$(cat "$WAIT_FOR")" != 0 ]; then echo "not run: $WAIT_FOR says $(cat "$WAIT_FOR")"; exit 1; fi
+    sleep "${WAIT_AFTER_S:-15}"; bash scripts/gpu/side_runs.sh run' \
     > "$SIDE/console.log" 2>&1 < /dev/null &)
   [ "${DELAY_S:-0}" = 0 ] && when="" || when=" (runs in $DELAY_S s)"
   echo "side runs started$when: $SIDE/console.log"

@@ -60,6 +60,7 @@ case $VARIANT in
 esac
 run=/tmp/runs/$name; src=$run/src
 mkdir -p "$src"
+rm -f "$run/rc"   # an earlier run's exit code under the same name must not read as this one's
 tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$src"
 source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"   # LONGFLOW_ENV_FILE=/tmp/longflow-env-sglang.sh: the SGLang stack
 export PYTHONPATH=$src:$PYTHONPATH LONGFLOW_MODEL_PATH=${LONGFLOW_MODEL_PATH:-/tmp/longflow/qwen25-coder-0.5b-instruct}
