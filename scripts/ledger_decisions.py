@@ -14,21 +14,16 @@ decision. A probability near 1 at a decision means small weight changes cannot f
 from __future__ import annotations
 
 import csv
-import json
-import lzma
 import math
 import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rollout_dump_report import read_dump  # noqa: E402  (a sibling script: any .jsonl(.gz|.xz))
+
 FLAG_LINE = "| DISPUTED"
 NAME_PREFIX = '"name": "'
-
-
-def read_records(path: Path) -> list[dict]:
-    opener = lzma.open if path.suffix == ".xz" else open
-    with opener(path, "rt") as f:
-        return [json.loads(line) for line in f]
 
 
 def segments(record: dict) -> list[dict]:
@@ -96,7 +91,7 @@ def main(argv: list[str]) -> int:
     from extensions.qwen_tokenizer import build_qwen_tokenizer
 
     path, tokenizer = Path(argv[0]), build_qwen_tokenizer()
-    rows = [row for record in read_records(path) for row in decisions(record, tokenizer)]
+    rows = [row for record in read_dump(path) for row in decisions(record, tokenizer)]
     if not rows:
         print(f"{path}: no tool choice after a full page (records of experiments/ledger_folding with log-probs?)")
         return 1

@@ -18,27 +18,17 @@ from __future__ import annotations
 
 import argparse
 import csv
-import json
-import lzma
 import re
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rollout_dump_report import read_trajectories  # noqa: E402  (a sibling script)
 
 FLAG_LINE = "| DISPUTED"
 ROLE = re.compile(r"\n(system|user|assistant)\n")
 DECISION = re.compile(r"End of page \d+ of \d+[.:][^\n]*\n</tool_response>\nassistant\n")
 NAME = '"name": "'
-
-
-def read_trajectories(path: Path) -> list[list[dict]]:
-    opener = lzma.open if path.suffix == ".xz" else open
-    groups: dict[str, list[dict]] = {}
-    with opener(path, "rt") as f:
-        for line in f:
-            row = json.loads(line)
-            if not row["uid"].startswith("pad"):
-                groups.setdefault(row["uid"].rsplit("_", 1)[0], []).append(row)
-    return list(groups.values())
 
 
 def with_markers(text: str) -> str:

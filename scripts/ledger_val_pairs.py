@@ -20,27 +20,17 @@ Writes ``RUN/val_pairs.csv``: one row per ledger and step.
 from __future__ import annotations
 
 import csv
-import json
-import lzma
 import math
 import re
 import sys
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rollout_dump_report import read_trajectories  # noqa: E402  (a sibling script)
+
 FIRST_PAGE = re.compile(r"Ledger page 1 of \d+\n(.*?)\n(?:End of page|\.\.\.)", re.S)
 FLAG_LINE = "| DISPUTED"
-
-
-def read_dump(path: Path) -> list[list[dict]]:
-    """The dump's trajectories: rows grouped by uid (``{uid}_{session}_{i}``: the segment index dropped)."""
-    opener = lzma.open if path.suffix == ".xz" else open
-    groups: dict[str, list[dict]] = {}
-    with opener(path, "rt") as f:
-        for line in f:
-            row = json.loads(line)
-            groups.setdefault(row["uid"].rsplit("_", 1)[0], []).append(row)
-    return list(groups.values())
 
 
 def ledger_key(trajectory: list[dict]) -> tuple[str, str]:
@@ -104,7 +94,7 @@ def main(argv: list[str]) -> int:
     if not dumps:
         print(f"{run}: no val_step<N>.jsonl(.xz) files")
         return 1
-    steps = {int(re.search(r"val_step(\d+)", p.name).group(1)): pair_loops(read_dump(p), p) for p in dumps}
+    steps = {int(re.search(r"val_step(\d+)", p.name).group(1)): pair_loops(read_trajectories(p), p) for p in dumps}
     rows = []
     for step, pairs in steps.items():
         fold, react = (sum(right(p[loop]) for p in pairs.values()) for loop in ("fold", "react"))

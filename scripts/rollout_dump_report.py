@@ -51,6 +51,17 @@ def trajectory_key(uid: str) -> tuple[str, int]:
     return (head, int(last)) if head and last.isdigit() else (uid, 0)
 
 
+def read_trajectories(path: Path) -> list[list[dict[str, Any]]]:
+    """A dump's rows grouped into trajectories (``trajectory_key``), each in segment order; verl's padding rows
+    (``uid`` ``pad...``) left out. Also reads validation dumps (``trainer.validation_data_dir``): same rows."""
+    groups: dict[str, list[tuple[int, dict[str, Any]]]] = defaultdict(list)
+    for row in read_dump(path):
+        if not str(row["uid"]).startswith("pad"):
+            key, index = trajectory_key(str(row["uid"]))
+            groups[key].append((index, row))
+    return [[row for _, row in sorted(segs, key=lambda s: s[0])] for segs in groups.values()]
+
+
 def step_row(step: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
     real = [r for r in rows if not str(r["uid"]).startswith("pad")]
     segments: dict[str, list[tuple[int, float]]] = defaultdict(list)
