@@ -17,7 +17,7 @@
 #    trainer too).
 # STEPS=0 runs no trainer (the side runs alone: docs/results/ledger-warm-start-h100).
 # MINI_BATCH (8): actor.ppo_mini_batch_size. verl's v1 trainer takes one optimizer step per ppo_mini_batch_size x n
-# ROWS, and a folded trajectory is one row per segment: at 8 x 4 a step of ~6 segments a trajectory took 6-12 AdamW
+# ROWS, and a folded trajectory is one row per segment: at 8 x 4 a step of ~6 segments a trajectory took 5-12 AdamW
 # steps (docs/results/ledger-fold-grpo30-h100). MINI_BATCH=96 (8 ledgers x 12 segments, the most a step can have)
 # gives one optimizer step per training step, as without folding; verl pads the rest with no-op rows.
 # EVAL_TRAINED=1 saves the last step's weights (Hugging Face form) and, once the trainer has exited, runs them through
@@ -100,11 +100,10 @@ if [ $carried = 0 ]; then
   if [ "${RETURN_MODEL:-0}" = 1 ]; then python3 scripts/gpu/model_parts.py pack "$SFT" /tmp/sft_return; fi
 fi
 export LONGFLOW_MODEL_PATH=$SFT
-trained=/tmp/runs/ledger_fold/ckpt/global_step_${STEPS:-30}/actor/huggingface   # EVAL_TRAINED=1: the last step's weights
 if [ "${STEPS:-30}" != 0 ]; then   # STEPS=0: no trainer (the side runs alone)
-  save=()
-  [ "${EVAL_TRAINED:-0}" = 1 ] && save=("trainer.save_freq=${STEPS:-30}" trainer.default_local_dir=/tmp/runs/ledger_fold/ckpt
-    "actor_rollout_ref.actor.checkpoint.save_contents=[hf_model]")   # Hugging Face form only: no optimizer state
+  save=() ckpt=/tmp/runs/ledger_fold/ckpt   # EVAL_TRAINED=1: the last step's weights, Hugging Face form only
+  [ "${EVAL_TRAINED:-0}" = 1 ] && save=("trainer.save_freq=${STEPS:-30}" "trainer.default_local_dir=$ckpt"
+    "actor_rollout_ref.actor.checkpoint.save_contents=[hf_model]")
   echo "== folding, trained from the warm start ($(date +%T))"
   # shellcheck disable=SC2086  # TRAIN_ARGS: more hydra overrides (the header says which made steps faster)
   VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold \
@@ -114,7 +113,7 @@ if [ "${STEPS:-30}" != 0 ]; then   # STEPS=0: no trainer (the side runs alone)
     trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-} ${save[@]+"${save[@]}"}   # the training rollouts, for what went wrong
   if [ "${EVAL_TRAINED:-0}" = 1 ]; then   # the trained weights in a fresh engine, once the trainer has exited (rc 0)
     KV_BYTES=${KV_BYTES:-17179869184} SIDE=/tmp/side_trained LEDGERS=$TEST_COUNT LEDGER_VARIANTS=fold ASK_VARIANTS=none \
-      DELAY_S=0 WAIT_FOR=/tmp/runs/ledger_fold/rc LONGFLOW_MODEL_PATH=$trained bash scripts/gpu/side_runs.sh start
+      DELAY_S=0 WAIT_FOR=/tmp/runs/ledger_fold/rc LONGFLOW_MODEL_PATH=$ckpt/global_step_${STEPS:-30}/actor/huggingface bash scripts/gpu/side_runs.sh start
   fi
 fi
 variants=${SIDE_VARIANTS:-truncated fold wide}   # "none": the trainer alone (the baselines measured already)
