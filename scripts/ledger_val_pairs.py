@@ -124,7 +124,7 @@ def main(argv: list[str]) -> int:
             f"folding, step {first} -> {last}: right->wrong {diffs.count(-1)}, wrong->right {diffs.count(1)}, "
             f"paired difference {100 * mean:+.1f} ± {100 * se:.1f} points (standard error)"
         )
-    for step in (first, last):
+    for step in sorted({first, last}):
         places = Counter((flag_place(p["fold"]), right(p["fold"])) for p in steps[step].values())
         print(
             f"step {step}, folding right/shown by where the flagged page came in its segment: "
