@@ -1,4 +1,4 @@
-"""Per-ledger held-out results of a ledger_folding training run whose validation also ran ReAct (``VAL_ALSO``).
+"""Per-ledger held-out results of a ledger_folding training run, its validation with or without ReAct (``VAL_ALSO``).
 
     python scripts/ledger_val_pairs.py docs/results/ledger-fold-grpo30-h100/fold_grpo
 
@@ -38,18 +38,23 @@ def ledger_key(trajectory: list[dict]) -> tuple[str, str]:
     return (match.group(1) if match else "", str(trajectory[0]["gts"]))
 
 
-def pair_loops(trajectories: list[list[dict]], path: Path) -> dict[tuple[str, str], dict[str, list[dict]]]:
-    """{ledger: {"fold": rows, "react": rows}}; every ledger must have exactly one trajectory of each."""
+def pair_loops(trajectories: list[list[dict]], path: Path) -> dict[tuple[str, str], dict[str, list[dict] | None]]:
+    """{ledger: {"fold": rows, "react": rows or None}}. A dump of a run with ``VAL_ALSO=truncated`` has exactly one
+    trajectory of each loop per ledger; a run without it, exactly one folding trajectory per ledger (react None)."""
     by_ledger: dict[tuple[str, str], list[list[dict]]] = {}
     for trajectory in trajectories:
         by_ledger.setdefault(ledger_key(trajectory), []).append(trajectory)
+    expected = 2 if any(len(found) > 1 for found in by_ledger.values()) else 1
     pairs = {}
     for key, found in by_ledger.items():
-        if len(found) != 2:
+        if len(found) != expected:
             raise SystemExit(
-                f"{path}: {len(found)} trajectories of one ledger (answer {key[1]}), expected 2: one folding and "
-                "one ReAct (a run with VAL_ALSO=truncated)"
+                f"{path}: {len(found)} trajectories of one ledger (answer {key[1]}), expected {expected} as for the "
+                "others: one folding and one ReAct per ledger (a run with VAL_ALSO=truncated), or one folding only"
             )
+        if expected == 1:
+            pairs[key] = {"fold": found[0], "react": None}
+            continue
         rank = [(len(t), float(t[-1]["term_response_budget"]) == 0) for t in found]
         if rank[0] == rank[1] and right(found[0]) != right(found[1]):
             raise SystemExit(
@@ -97,8 +102,10 @@ def main(argv: list[str]) -> int:
     steps = {int(re.search(r"val_step(\d+)", p.name).group(1)): pair_loops(read_trajectories(p), p) for p in dumps}
     rows = []
     for step, pairs in steps.items():
-        fold, react = (sum(right(p[loop]) for p in pairs.values()) for loop in ("fold", "react"))
-        print(f"step {step}: {len(pairs)} ledgers, folding right {fold}, ReAct (truncated) right {react}")
+        fold = sum(right(p["fold"]) for p in pairs.values())
+        react = [right(p["react"]) for p in pairs.values() if p["react"] is not None]
+        react_text = f"ReAct (truncated) right {sum(react)}" if react else "ReAct not validated (no VAL_ALSO)"
+        print(f"step {step}: {len(pairs)} ledgers, folding right {fold}, {react_text}")
         for i, (key, pair) in enumerate(sorted(pairs.items())):
             kind = "" if right(pair["fold"]) else failure(pair["fold"])
             rows.append(
@@ -108,7 +115,7 @@ def main(argv: list[str]) -> int:
                     "answer": key[1],
                     "fold_right": right(pair["fold"]),
                     "fold_segments": len(pair["fold"]),
-                    "react_right": right(pair["react"]),
+                    "react_right": "" if pair["react"] is None else right(pair["react"]),
                     "fold_failure": kind,
                     "flag_place": flag_place(pair["fold"]),
                 }

@@ -51,6 +51,7 @@ COLUMNS = {
     "rollout_probs_diff_max": "training/rollout_probs_diff_max",
     "rollout_corr_kl": "rollout_corr/kl",  # verl's rollout-correction metrics (bypass_mode=false only)
     "rollout_corr_log_ppl_diff_max": "rollout_corr/log_ppl_diff_max",  # the most diverging trajectory's
+    "actor_optimizer_steps": "longflow/actor_optimizer_steps",  # per training step (rows, not trajectories)
 }
 VAL_ACC_ANY = re.compile(r"val-core/longflow/[^/@]+/acc/mean@1")  # another task's held-out accuracy (the ledger's);
 # not a labelled source's (longflow/ledger@truncated: a baseline in the same validation, experiments/ledger_folding)
@@ -102,13 +103,14 @@ def plot(
     ]
     fig, axes = plt.subplots(2, 3, figsize=(15, 7))
     for ax, (column, title) in zip(axes.flat, panels, strict=True):
-        for name, rows in runs.items():
+        for i, (name, rows) in enumerate(runs.items()):
+            color = f"C{i}"  # a run keeps its colour in every panel, its per-trajectory score included
             points = [(r["step"], r[column]) for r in rows if r[column] is not None]
             if points:
-                ax.plot(*zip(*points, strict=True), marker="o", markersize=3, label=name)
+                ax.plot(*zip(*points, strict=True), marker="o", markersize=3, color=color, label=name)
             if column == "score" and (per_trajectory or {}).get(name):
                 steps, scores = zip(*per_trajectory[name], strict=True)
-                ax.plot(steps, scores, linestyle="--", label=f"{name}, per trajectory")
+                ax.plot(steps, scores, linestyle="--", color=color, label=f"{name}, per trajectory")
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

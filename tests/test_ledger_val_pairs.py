@@ -1,4 +1,4 @@
-"""scripts/ledger_val_pairs.py: a VAL_ALSO validation dump split into its folding and ReAct trajectories, by ledger."""
+"""scripts/ledger_val_pairs.py: validation dumps split into their folding and ReAct (VAL_ALSO) trajectories, by ledger."""
 
 from __future__ import annotations
 
@@ -72,11 +72,33 @@ def test_pairs_fold_and_react_per_ledger_and_explains_the_misses(tmp_path: Path,
     ]
 
 
-def test_a_dump_without_the_react_twin_is_refused_by_name(tmp_path: Path) -> None:
+def test_a_dump_with_one_ledger_missing_its_react_twin_is_refused_by_name(tmp_path: Path) -> None:
     vp = load_script("ledger_val_pairs")
-    write_dump(tmp_path / "val_step0.jsonl.xz", ledger_rows(0, fold_right=True)[:2])
-    with pytest.raises(SystemExit, match=r"val_step0.jsonl.xz: 1 trajectories of one ledger \(answer 11\), expected 2"):
+    write_dump(tmp_path / "val_step0.jsonl.xz", ledger_rows(0, fold_right=True)[:2] + ledger_rows(0, True)[3:])
+    with pytest.raises(
+        SystemExit,
+        match=r"val_step0.jsonl.xz: 1 trajectories of one ledger \(answer 11\), expected 2 as for the others",
+    ):
         vp.main([str(tmp_path)])
+
+
+def test_a_run_validated_without_val_also_is_folding_only(tmp_path: Path, capsys) -> None:
+    vp = load_script("ledger_val_pairs")
+    write_dump(tmp_path / "val_step0.jsonl.xz", ledger_rows(0, fold_right=True))  # with VAL_ALSO: one run
+    fold_only = [r for r in ledger_rows(30, fold_right=False) if r["uid"][0] in "ab"]  # without: another run
+    write_dump(tmp_path / "val_step30.jsonl.xz", fold_only)
+    assert vp.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "step 30: 2 ledgers, folding right 1, ReAct not validated (no VAL_ALSO)" in out
+    assert "right->wrong 1, wrong->right 0, paired difference -50.0 ± 50.0 points" in out
+    with (tmp_path / "val_pairs.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert [(r["step"], r["answer"], r["fold_right"], r["react_right"]) for r in rows] == [
+        ("0", "11", "1", "0"),
+        ("0", "22", "1", "0"),
+        ("30", "11", "0", ""),
+        ("30", "22", "1", ""),
+    ]
 
 
 def test_two_single_rows_alike_but_scored_differently_are_refused(tmp_path: Path) -> None:

@@ -270,6 +270,7 @@ def test_compute_metrics_hook_adds_longflow_keys(v1, advantages) -> None:
     v1.trainer._compute_metrics(v1.meta, metrics, {"step": 1.0, "gen": 0.5}, STEP, 0)
     ours = {k: v for k, v in metrics.items() if k.startswith("longflow/")}
     rows = [f.get("extras") for f in fetch(v1, "extra_fields")["extra_fields"]]
+    assert ours.pop("longflow/actor_optimizer_steps") == 1.0  # 10 rows, verl's default 256 x n=2 rows a step
     assert ours == longflow_metrics(rows)
     # 6 of 10 rows recorded: long x2 (3 assistant turns), list x2 sessions x2 outputs (2 and 1 turns)
     assert ours["longflow/recorded_fraction"] == 0.6
@@ -281,6 +282,25 @@ def test_compute_metrics_hook_adds_longflow_keys(v1, advantages) -> None:
     scores = [sum(s.tolist()) for s in fetch(v1, "rm_scores")["rm_scores"]]
     assert metrics["critic/score/mean"] == pytest.approx(np.mean(scores))  # verl's own metrics ran too
     assert metrics["training/global_step"] == STEP
+
+
+def test_actor_optimizer_steps_count_rows_not_trajectories(v1, advantages) -> None:
+    """One optimizer step per ppo_mini_batch_size x n ROWS, times ppo_epochs: the 10 rows of 8 sessions (one
+    LIST loop's sessions are 2 rows each) at 2 x 2 rows a step are 3 mini-batches, 6 steps over 2 epochs."""
+    from omegaconf import open_dict
+
+    actor = v1.trainer.config.actor_rollout_ref.actor
+    before = (actor.ppo_mini_batch_size, actor.ppo_epochs)
+    try:
+        with open_dict(actor):
+            actor.ppo_mini_batch_size, actor.ppo_epochs = 2, 2
+        metrics: dict[str, Any] = {}
+        v1.trainer._compute_metrics(v1.meta, metrics, {"step": 1.0, "gen": 0.5}, STEP, 0)
+    finally:
+        with open_dict(actor):
+            actor.ppo_mini_batch_size, actor.ppo_epochs = before
+    assert len(v1.meta.keys) == 10
+    assert metrics["longflow/actor_optimizer_steps"] == 6.0
 
 
 def test_val_metrics_hook_adds_longflow_val_keys(v1) -> None:

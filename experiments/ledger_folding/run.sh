@@ -12,9 +12,10 @@ VARIANT=${VARIANT:-fold}
 PY=${PYTHON:-python}
 source experiments/ledger_folding/task.sh   # LEDGER_ARGS and FOLD_LOOP: the ledgers' shape, LEDGER_QUESTION's loop
 case $VARIANT in
-  fold) agent=$FOLD_LOOP; extra=() ;;
-  truncated) agent=react; extra=() ;;
-  wide) agent=react; extra=(data.max_response_length=$WIDE_RESPONSE actor_rollout_ref.rollout.response_length=$WIDE_RESPONSE) ;;
+  fold) agent=$FOLD_LOOP; extra=() ;;   # config.yaml's ppo_mini_batch_size: one AdamW step for up to 12 segments
+  truncated) agent=react; extra=(actor_rollout_ref.actor.ppo_mini_batch_size=16) ;;   # a row a trajectory: one step
+  wide) agent=react; extra=(actor_rollout_ref.actor.ppo_mini_batch_size=16
+          data.max_response_length=$WIDE_RESPONSE actor_rollout_ref.rollout.response_length=$WIDE_RESPONSE) ;;
   *) echo "VARIANT=$VARIANT: expected fold, truncated or wide" >&2; exit 2 ;;
 esac
 question=${LEDGER_QUESTION:-balance}

@@ -190,6 +190,10 @@ def _check_v1_hooks() -> None:
     assert _params(trainer._val_metrics_update)[3] == "reward_extra_infos_dict"
     _source_calls(trainer._step_once, "_compute_advantage")
     _source_calls(trainer.fit, "_compute_metrics")
+    update = inspect.getsource(trainer._update_actor)  # longflow/actor_optimizer_steps counts its mini-batches
+    assert "ppo_mini_batch_size * self.config.actor_rollout_ref.rollout.n" in update, (
+        "_update_actor no longer takes a mini-batch of ppo_mini_batch_size x rollout.n rows"
+    )
 
 
 RELIANCES: list[Reliance] = [

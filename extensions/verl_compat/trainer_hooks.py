@@ -171,6 +171,7 @@ def _hook_v1_trainer(module: Any) -> None:
             return longflow_metrics(_tq_rows(batch, keys))
 
         metrics.update(_guarded("longflow/ metrics", compute, {}))
+        metrics.update(_guarded("longflow/actor_optimizer_steps", lambda: actor_optimizer_steps(instance, batch), {}))
         return result
 
     @wrapt.decorator
@@ -185,6 +186,19 @@ def _hook_v1_trainer(module: Any) -> None:
     trainer._compute_metrics = plus_metrics(trainer._compute_metrics)
     module.compute_advantage_for_multi_trajectories = then_post(module.compute_advantage_for_multi_trajectories)
     _hook_val_metrics(trainer)
+
+
+def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
+    """How many optimizer steps the actor takes on this step's batch: one per ``ppo_mini_batch_size x rollout.n``
+    ROWS (verl pads the batch to a multiple of that), times ``ppo_epochs`` (``PPOTrainer._update_actor``,
+    ``engine_workers.py``'s ``total_num_iterations``). A folded trajectory is a row per segment, so folding
+    multiplies this unless ``ppo_mini_batch_size`` grows with the segments (docs/results/ledger-fold-grpo30-h100:
+    207 steps in 30, and folding fell from 126/128 to 94/128)."""
+    config = trainer.config.actor_rollout_ref
+    rows_per_step = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
+    return {
+        "longflow/actor_optimizer_steps": float(-(-len(batch.keys) // rows_per_step) * int(config.actor.ppo_epochs))
+    }
 
 
 def _hook_val_metrics(trainer: type) -> None:

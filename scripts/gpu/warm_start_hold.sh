@@ -16,10 +16,11 @@
 #    SIDE_VARIANTS picks them, "none" runs the trainer alone; VAL_BEFORE_TRAIN=true validates the warm start in the
 #    trainer too).
 # STEPS=0 runs no trainer (the side runs alone: docs/results/ledger-warm-start-h100).
-# MINI_BATCH (8): actor.ppo_mini_batch_size. verl's v1 trainer takes one optimizer step per ppo_mini_batch_size x n
-# ROWS, and a folded trajectory is one row per segment: at 8 x 4 a step of ~6 segments a trajectory took 5-12 AdamW
-# steps (docs/results/ledger-fold-grpo30-h100). MINI_BATCH=96 (8 ledgers x 12 segments, the most a step can have)
-# gives one optimizer step per training step, as without folding; verl pads the rest with no-op rows.
+# MINI_BATCH (96): actor.ppo_mini_batch_size. verl's v1 trainer takes one optimizer step per ppo_mini_batch_size x n
+# ROWS, and a folded trajectory is one row per segment. 96 (8 ledgers x 12 segments, the most a step can have) gives
+# one optimizer step per training step, as without folding; verl pads the rest with no-op rows. At 8, a step of ~6
+# segments a trajectory took 5-12 AdamW steps and folding fell from 126/128 to 94/128 in 30 steps
+# (docs/results/ledger-fold-grpo30-h100); at 96 it held 128/128 (docs/results/ledger-fold-grpo30-mb96-h100).
 # EVAL_TRAINED=1 saves the last step's weights (Hugging Face form) and, once the trainer has exited, runs them through
 # the rollout driver in a fresh vLLM on the same held-out ledgers (folding, greedy; status writes $OUT/side_trained.tgz):
 # the step-30 validation runs through the trainer's own engine, and docs/results/ledger-fold-grpo30-h100 could not
@@ -108,7 +109,7 @@ if [ "${STEPS:-30}" != 0 ]; then   # STEPS=0: no trainer (the side runs alone)
   # shellcheck disable=SC2086  # TRAIN_ARGS: more hydra overrides (the header says which made steps faster)
   VARIANT=ledger_fold bash scripts/gpu/train_bg.sh ledger_fold \
     actor_rollout_ref.rollout.gpu_memory_utilization=0.35 data.train_batch_size=8 actor_rollout_ref.rollout.n=4 \
-    "actor_rollout_ref.actor.ppo_mini_batch_size=${MINI_BATCH:-8}" "trainer.total_training_steps=${STEPS:-30}" \
+    "actor_rollout_ref.actor.ppo_mini_batch_size=${MINI_BATCH:-96}" "trainer.total_training_steps=${STEPS:-30}" \
     "trainer.test_freq=${TEST_FREQ:-15}" "trainer.val_before_train=${VAL_BEFORE_TRAIN:-false}" +ray_kwargs.ray_init.include_dashboard=false \
     trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-} ${save[@]+"${save[@]}"}   # the training rollouts, for what went wrong
   if [ "${EVAL_TRAINED:-0}" = 1 ]; then   # the trained weights in a fresh engine, once the trainer has exited (rc 0)
