@@ -284,23 +284,40 @@ def test_compute_metrics_hook_adds_longflow_keys(v1, advantages) -> None:
     assert metrics["training/global_step"] == STEP
 
 
-def test_actor_optimizer_steps_count_rows_not_trajectories(v1, advantages) -> None:
+def test_actor_optimizer_steps_count_rows_not_trajectories(v1, advantages, caplog) -> None:
     """One optimizer step per ppo_mini_batch_size x n ROWS, times ppo_epochs: the 10 rows of 8 sessions (one
-    LIST loop's sessions are 2 rows each) at 2 x 2 rows a step are 3 mini-batches, 6 steps over 2 epochs."""
+    LIST loop's sessions are 2 rows each) at 2 x 2 rows a step are 3 mini-batches, 6 steps over 2 epochs; the 8
+    sessions alone would be 2 mini-batches, 4 steps, so the trainer is warned, once."""
     from omegaconf import open_dict
+
+    from extensions.verl_compat import trainer_hooks
 
     actor = v1.trainer.config.actor_rollout_ref.actor
     before = (actor.ppo_mini_batch_size, actor.ppo_epochs)
+    trainer_hooks._WARNED["optimizer_steps"] = False
     try:
         with open_dict(actor):
             actor.ppo_mini_batch_size, actor.ppo_epochs = 2, 2
-        metrics: dict[str, Any] = {}
-        v1.trainer._compute_metrics(v1.meta, metrics, {"step": 1.0, "gen": 0.5}, STEP, 0)
+        steps = []
+        for _ in range(2):
+            metrics: dict[str, Any] = {}
+            with caplog.at_level(logging.WARNING, logger=trainer_hooks.__name__):
+                v1.trainer._compute_metrics(v1.meta, metrics, {"step": 1.0, "gen": 0.5}, STEP, 0)
+            steps.append(metrics["longflow/actor_optimizer_steps"])
     finally:
         with open_dict(actor):
             actor.ppo_mini_batch_size, actor.ppo_epochs = before
     assert len(v1.meta.keys) == 10
-    assert metrics["longflow/actor_optimizer_steps"] == 6.0
+    assert steps == [6.0, 6.0]
+    warnings = [r.getMessage() for r in caplog.records if "optimizer steps" in r.getMessage()]
+    assert warnings == [
+        "verl-longflow: 8 trajectories came as 10 rows (a folded trajectory is a row per segment), so the actor "
+        "takes 6 optimizer steps this training step instead of 4 (one per ppo_mini_batch_size=2 x rollout.n=2 "
+        "rows, x ppo_epochs=2). Each step moves the weights, on rows of zero advantage too (AdamW's momentum). "
+        "For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to data.train_batch_size x "
+        "the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100). longflow/actor_optimizer_steps "
+        "logs the count every step."
+    ]
 
 
 def test_val_metrics_hook_adds_longflow_val_keys(v1) -> None:

@@ -188,17 +188,41 @@ def _hook_v1_trainer(module: Any) -> None:
     _hook_val_metrics(trainer)
 
 
+_WARNED = {"optimizer_steps": False}
+
+
 def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
     """How many optimizer steps the actor takes on this step's batch: one per ``ppo_mini_batch_size x rollout.n``
     ROWS (verl pads the batch to a multiple of that), times ``ppo_epochs`` (``PPOTrainer._update_actor``,
     ``engine_workers.py``'s ``total_num_iterations``). A folded trajectory is a row per segment, so folding
     multiplies this unless ``ppo_mini_batch_size`` grows with the segments (docs/results/ledger-fold-grpo30-h100:
-    207 steps in 30, and folding fell from 126/128 to 94/128)."""
+    207 steps in 30, and folding fell from 126/128 to 94/128). The first step where trajectories of several rows
+    add optimizer steps logs a warning that says how to have one."""
     config = trainer.config.actor_rollout_ref
-    rows_per_step = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
-    return {
-        "longflow/actor_optimizer_steps": float(-(-len(batch.keys) // rows_per_step) * int(config.actor.ppo_epochs))
-    }
+    per_step = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
+    epochs = int(config.actor.ppo_epochs)
+    steps = -(-len(batch.keys) // per_step) * epochs
+    real = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+    trajectories = len({key.rsplit("_", 1)[0] for key in real})  # keys are {uid}_{session}_{output index}
+    unfolded = -(-trajectories // per_step) * epochs
+    if steps > unfolded and not _WARNED["optimizer_steps"]:
+        _WARNED["optimizer_steps"] = True
+        logger.warning(
+            "verl-longflow: %d trajectories came as %d rows (a folded trajectory is a row per segment), so the "
+            "actor takes %d optimizer steps this training step instead of %d (one per ppo_mini_batch_size=%d x "
+            "rollout.n=%d rows, x ppo_epochs=%d). Each step moves the weights, on rows of zero advantage too "
+            "(AdamW's momentum). For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to "
+            "data.train_batch_size x the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100). "
+            "longflow/actor_optimizer_steps logs the count every step.",
+            trajectories,
+            len(real),
+            steps,
+            unfolded,
+            int(config.actor.ppo_mini_batch_size),
+            int(config.rollout.n),
+            epochs,
+        )
+    return {"longflow/actor_optimizer_steps": float(steps)}
 
 
 def _hook_val_metrics(trainer: type) -> None:
