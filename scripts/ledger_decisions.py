@@ -13,14 +13,13 @@ decision. A probability near 1 at a decision means small weight changes cannot f
 
 from __future__ import annotations
 
-import csv
 import math
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rollout_dump_report import read_dump  # noqa: E402  (a sibling script: any .jsonl(.gz|.xz))
+from rollout_dump_report import read_dump, write_csv  # noqa: E402  (a sibling script: any .jsonl(.gz|.xz))
 
 FLAG_LINE = "| DISPUTED"
 NAME_PREFIX = '"name": "'
@@ -98,10 +97,7 @@ def main(argv: list[str]) -> int:
     print(summary(rows, "flagged"))
     print(summary(rows, "other"))
     out = path.parent / "decisions.csv"
-    with out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out, rows)
     print(f"wrote {out}")
     return 0
 

@@ -17,13 +17,12 @@ the ones given (e.g. the fine-tuned warm start), not the trainer's at that step.
 from __future__ import annotations
 
 import argparse
-import csv
 import re
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rollout_dump_report import read_trajectories  # noqa: E402  (a sibling script)
+from rollout_dump_report import read_trajectories, write_csv  # noqa: E402  (a sibling script)
 
 FLAG_LINE = "| DISPUTED"
 ROLE = re.compile(r"\n(system|user|assistant)\n")
@@ -87,10 +86,7 @@ def main(argv: list[str]) -> int:
     if not rows:
         return 1
     out = args.dumps[0].parent / "probe.csv"
-    with out.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(out, rows)
     print(f"wrote {out}")
     return 0
 

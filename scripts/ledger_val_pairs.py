@@ -19,7 +19,6 @@ Writes ``RUN/val_pairs.csv``: one row per ledger and step.
 
 from __future__ import annotations
 
-import csv
 import math
 import re
 import sys
@@ -27,7 +26,7 @@ from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rollout_dump_report import read_trajectories  # noqa: E402  (a sibling script)
+from rollout_dump_report import read_trajectories, write_csv  # noqa: E402  (a sibling script)
 
 FIRST_PAGE = re.compile(r"Ledger page 1 of \d+\n(.*?)\n(?:End of page|\.\.\.)", re.S)
 FLAG_LINE = "| DISPUTED"
@@ -143,10 +142,7 @@ def main(argv: list[str]) -> int:
     wrong = Counter(failure(p["fold"]) for p in steps[last].values() if not right(p["fold"]))
     for kind, count in wrong.most_common():
         print(f"step {last}, wrong folding trajectories {kind}: {count}")
-    with (run / "val_pairs.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
+    write_csv(run / "val_pairs.csv", rows)
     print(f"wrote {run / 'val_pairs.csv'}")
     return 0
 

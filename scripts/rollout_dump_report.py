@@ -87,6 +87,14 @@ def step_row(step: int, rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def write_csv(path: Path, rows: list[dict[str, Any]], fields: list[str] | None = None) -> None:
+    """``rows`` as a CSV with a header: ``fields``, or the first row's keys."""
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields or list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
@@ -94,10 +102,7 @@ def main(argv: list[str]) -> int:
     run = Path(argv[0])
     table = [step_row(step, read_dump(file)) for step, file in dump_files(run).items()]
     out = run / "rollout_steps.csv"
-    with open(out, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=FIELDS)
-        writer.writeheader()
-        writer.writerows(table)
+    write_csv(out, table, FIELDS)
     for row in table:
         print(", ".join(f"{k} {row[k]}" for k in FIELDS))
     print(f"wrote {out}")
