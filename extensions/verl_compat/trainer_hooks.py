@@ -167,7 +167,7 @@ def _hook_v1_trainer(module: Any) -> None:
         metrics = args[1] if len(args) > 1 else kwargs["metrics"]
 
         def compute() -> dict[str, float]:
-            keys = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+            keys = real_keys(batch)
             return longflow_metrics(_tq_rows(batch, keys))
 
         metrics.update(_guarded("longflow/ metrics", compute, {}))
@@ -188,6 +188,11 @@ def _hook_v1_trainer(module: Any) -> None:
     _hook_val_metrics(trainer)
 
 
+def real_keys(batch: Any) -> list[str]:
+    """The keys of a v1 batch's rows, less the no-op rows verl pads it with (``tag["is_padding"]``)."""
+    return [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+
+
 _WARNED = {"optimizer_steps": False}
 
 
@@ -202,7 +207,7 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
     per_step = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
     epochs = int(config.actor.ppo_epochs)
     steps = -(-len(batch.keys) // per_step) * epochs
-    real = [key for key, tag in zip(batch.keys, batch.tags, strict=True) if not tag.get("is_padding", False)]
+    real = real_keys(batch)
     trajectories = len({key.rsplit("_", 1)[0] for key in real})  # keys are {uid}_{session}_{output index}
     unfolded = -(-trajectories // per_step) * epochs
     if steps > unfolded and not _WARNED["optimizer_steps"]:
