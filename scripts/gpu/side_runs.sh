@@ -12,6 +12,8 @@
 #   (SIDE=/tmp/NAME: the runs' folder, default /tmp/side; several at once each need their own, and their status
 #   writes $OUT/NAME.tgz)
 # Each engine gets a fixed KV cache ($KV_BYTES, 6 GiB: scripts/gpu/gpu_share.sh) so that it can share the GPU with running trainers.
+# SIDE_ARGS: more overrides for every ledger run (e.g. actor_rollout_ref.rollout.enforce_eager=true: no torch.compile
+# or CUDA graph capture, about 2 of vLLM's ~2.7 start-up minutes, for slower decoding).
 # Needs outputs/gsm8k_input/test.jsonl (GSM8K test; carry it: there is no network there).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -57,7 +59,7 @@ run)
     # shellcheck disable=SC2086  # WINDOW_ARGS: an option list
     python3 -m extensions.rollout experiments/ledger_folding --backend vllm --data "$data/test.parquet" \
       --limit "${LEDGERS:-64}" --batch-size "${LEDGERS:-64}" --out "$SIDE/ledger/$variant" \
-      actor_rollout_ref.rollout.temperature=0 $WINDOW_ARGS "${args[@]}" "${VLLM_SHARE[@]}"
+      actor_rollout_ref.rollout.temperature=0 $WINDOW_ARGS "${args[@]}" "${VLLM_SHARE[@]}" ${SIDE_ARGS:-}
     echo "ledger $variant rc $? $(date +%T)"
     if [ "$variant" = truncated+fold ]; then   # the usual folders: ledger/truncated, ledger/fold
       mv "$SIDE/ledger/$variant/react" "$SIDE/ledger/truncated" && mv "$SIDE/ledger/$variant/$FOLD_LOOP" "$SIDE/ledger/fold" &&

@@ -113,8 +113,9 @@ if [ "${STEPS:-30}" != 0 ]; then   # STEPS=0: no trainer (the side runs alone)
     "trainer.test_freq=${TEST_FREQ:-15}" "trainer.val_before_train=${VAL_BEFORE_TRAIN:-false}" +ray_kwargs.ray_init.include_dashboard=false \
     trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-} ${save[@]+"${save[@]}"}   # the training rollouts, for what went wrong
   if [ "${EVAL_TRAINED:-0}" = 1 ]; then   # the trained weights in a fresh engine, once the trainer has exited (rc 0)
+    # eager vLLM (SIDE_ARGS): the run starts after the trainer, in the hold's last minutes
     KV_BYTES=${KV_BYTES:-17179869184} SIDE=/tmp/side_trained LEDGERS=$TEST_COUNT LEDGER_VARIANTS=fold ASK_VARIANTS=none \
-      DELAY_S=0 WAIT_FOR=/tmp/runs/ledger_fold/rc LONGFLOW_MODEL_PATH=$ckpt/global_step_${STEPS:-30}/actor/huggingface bash scripts/gpu/side_runs.sh start
+      SIDE_ARGS=${EVAL_ARGS-actor_rollout_ref.rollout.enforce_eager=true} DELAY_S=0 WAIT_FOR=/tmp/runs/ledger_fold/rc LONGFLOW_MODEL_PATH=$ckpt/global_step_${STEPS:-30}/actor/huggingface bash scripts/gpu/side_runs.sh start
   fi
 fi
 variants=${SIDE_VARIANTS:-truncated fold wide}   # "none": the trainer alone (the baselines measured already)
