@@ -24,7 +24,9 @@
 # EVAL_TRAINED=1 saves the last step's weights (Hugging Face form) and, once the trainer has exited, runs them through
 # the rollout driver in a fresh vLLM on the same held-out ledgers (folding, greedy; status writes $OUT/side_trained.tgz):
 # the step-30 validation runs through the trainer's own engine, and docs/results/ledger-fold-grpo30-h100 could not
-# tell a policy that got worse from an engine serving other weights than the trainer's.
+# tell a policy that got worse from an engine serving other weights than the trainer's. It ran on 2026-11-26 without
+# VAL_ALSO and with bypass_mode left at true: the trainer exited at about 25 min held and the driver finished at 29.2
+# (docs/results/ledger-fold-grpo30-mb96-h100/fold_grpo_rescored): there is no room for more in that hold.
 # A warm start brought back and carried (scripts/gpu/model_parts.py; carry_plan.py --groups wheels,sft): steps 2-3
 # are skipped and every run starts from those weights (the install's `sft` step checks their sha256), ~3.5 min saved.
 # DEMOS_FILE=F (.jsonl or .jsonl.xz, e.g. a copy of docs/results/ledger-warm-start-h100/demos/trajectories.jsonl.xz
@@ -113,9 +115,9 @@ if [ "${STEPS:-30}" != 0 ]; then   # STEPS=0: no trainer (the side runs alone)
     "trainer.test_freq=${TEST_FREQ:-15}" "trainer.val_before_train=${VAL_BEFORE_TRAIN:-false}" +ray_kwargs.ray_init.include_dashboard=false \
     trainer.rollout_data_dir=/tmp/runs/ledger_fold/rollouts ${TRAIN_ARGS:-} ${save[@]+"${save[@]}"}   # the training rollouts, for what went wrong
   if [ "${EVAL_TRAINED:-0}" = 1 ]; then   # the trained weights in a fresh engine, once the trainer has exited (rc 0)
-    # eager vLLM (SIDE_ARGS): the run starts after the trainer, in the hold's last minutes
+    # EVAL_ARGS: more overrides for it (side_runs.sh SIDE_ARGS)
     KV_BYTES=${KV_BYTES:-17179869184} SIDE=/tmp/side_trained LEDGERS=$TEST_COUNT LEDGER_VARIANTS=fold ASK_VARIANTS=none \
-      SIDE_ARGS=${EVAL_ARGS-actor_rollout_ref.rollout.enforce_eager=true} DELAY_S=0 WAIT_FOR=/tmp/runs/ledger_fold/rc LONGFLOW_MODEL_PATH=$ckpt/global_step_${STEPS:-30}/actor/huggingface bash scripts/gpu/side_runs.sh start
+      SIDE_ARGS=${EVAL_ARGS:-} DELAY_S=0 WAIT_FOR=/tmp/runs/ledger_fold/rc LONGFLOW_MODEL_PATH=$ckpt/global_step_${STEPS:-30}/actor/huggingface bash scripts/gpu/side_runs.sh start
   fi
 fi
 variants=${SIDE_VARIANTS:-truncated fold wide}   # "none": the trainer alone (the baselines measured already)
