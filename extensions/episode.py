@@ -331,8 +331,10 @@ def build_output(
     """
     if episode.submitted_answer is not None:
         episode.final_answer_text = episode.submitted_answer
-    elif episode.last_assistant_ids:
+    elif episode.last_assistant_ids and not (episode.tool_calls or episode.parse_errors):
         episode.final_answer_text = tokenizer.decode(episode.last_assistant_ids, skip_special_tokens=True)
+    # else a last turn that asked for tools (a malformed call included) is a request, not an answer: no text, so
+    # the reward finds no number in it (its `"page": 10` once scored a ledger whose answer was 10)
     eos_id = tokenizer.eos_token_id if tokenizer.eos_token_id is not None else 0
     if not episode.prompt_ids:  # failed before the prompt was built
         episode.prompt_ids = [eos_id]

@@ -39,6 +39,13 @@ def submit_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) -> An
             "tool_parser": "hermes",
             "max_assistant_turns": 1,
         },
+        {  # the pack's parser, which answers a malformed call (verl's hermes drops it: the text reads as a reply)
+            "name": "sub_one_turn_auto",
+            "_target_": "extensions.custom_rollouts.LongWorkflowAgent",
+            "tool_parser": "auto",
+            "max_assistant_turns": 1,
+        },
+        {"name": "sub_react_auto", "_target_": "extensions.custom_rollouts.LongWorkflowAgent", "tool_parser": "auto"},
         {
             "name": "sub_fold",
             "_target_": "extensions.folding_loop.FoldingWorkflowAgent",
@@ -81,6 +88,24 @@ async def test_a_submit_call_on_the_last_allowed_turn_is_the_answer_not_the_limi
     script = {"S-limit": [tool_call("read_page", page=1)]}  # any other call on that turn still meets the limit
     row = Row(await run_batch(submit_worker, script, [ledger_sample("S-limit", "sub_one_turn", OFFERED)]), 0)
     assert row.reason == "max_assistant_turns"
+
+
+@pytest.mark.parametrize("call", ["closed", "unclosed"])
+async def test_a_last_turn_that_asks_for_a_tool_is_no_answer(submit_worker, call):
+    # the weak warm start's greedy loop (docs/results/ledger-fold-weak-start-h100): `{"page": 214}` is a request,
+    # and flexible extraction once read its number as the answer to a ledger whose answer was 214
+    text = tool_call("read_page", page=214)
+    text = text if call == "closed" else text.removesuffix("</tool_call>")
+    script = {f"S-{call}": [text]}
+    row = Row(await run_batch(submit_worker, script, [ledger_sample(f"S-{call}", "sub_one_turn_auto", OFFERED)]), 0)
+    assert row.reason == "max_assistant_turns" and row.extras["final_answer_text"] == ""
+    assert row.extras["num_malformed_tool_calls"] == (call == "unclosed")
+    tok = submit_worker.tokenizer
+    score = compute_score(LEDGER, tok.decode(row.response_ids), "214", {"extras": row.extras}, mode="flexible")
+    assert (score["acc"], score["answer_found"]) == (0.0, 0.0)
+    script = {f"S-{call}-answer": [text, "It is 214."]}  # the same request, then a plain reply: that is the answer
+    row = Row(await run_batch(submit_worker, script, [ledger_sample(f"S-{call}-answer", "sub_react_auto", OFFERED)]), 0)
+    assert row.reason == "final_answer" and row.extras["final_answer_text"] == "It is 214."
 
 
 async def test_an_empty_answer_is_refused_and_the_trajectory_goes_on(submit_worker):
