@@ -37,14 +37,30 @@ def ledger_key(trajectory: list[dict]) -> tuple[str, str]:
     return (match.group(1) if match else "", str(trajectory[0]["gts"]))
 
 
+UNREAD = "(no page 1 read) #"  # the key of a trajectory whose first segment read no page 1 (its ledger is unknown)
+
+
 def pair_loops(trajectories: list[list[dict]], path: Path) -> dict[tuple[str, str], dict[str, list[dict] | None]]:
     """{ledger: {"fold": rows, "react": rows or None}}. A dump of a run with ``VAL_ALSO=truncated`` has exactly one
-    trajectory of each loop per ledger; a run without it, exactly one folding trajectory per ledger (react None)."""
+    trajectory of each loop per ledger; a run without it, exactly one folding trajectory per ledger (react None).
+    A folding trajectory that read no page 1 in its first segment (a malformed first call, say) cannot be told from
+    another ledger's: it is kept under its own key, ``UNREAD`` and its place in the dump."""
     by_ledger: dict[tuple[str, str], list[list[dict]]] = {}
+    unread = []
     for trajectory in trajectories:
-        by_ledger.setdefault(ledger_key(trajectory), []).append(trajectory)
+        key = ledger_key(trajectory)
+        if key[0]:
+            by_ledger.setdefault(key, []).append(trajectory)
+        else:
+            unread.append(trajectory)
     expected = 2 if any(len(found) > 1 for found in by_ledger.values()) else 1
-    pairs = {}
+    if unread and expected == 2:
+        raise SystemExit(
+            f"{path}: {len(unread)} trajectories read no page 1 in their first segment, so neither their ledger nor "
+            "their loop can be told (answers " + ", ".join(str(t[0]["gts"]) for t in unread) + "); pairing needs "
+            "every trajectory of a VAL_ALSO=truncated dump to have read page 1 first"
+        )
+    pairs = {(f"{UNREAD}{i}", str(t[0]["gts"])): {"fold": t, "react": None} for i, t in enumerate(unread)}
     for key, found in by_ledger.items():
         if len(found) != expected:
             raise SystemExit(
@@ -89,6 +105,40 @@ def failure(trajectory: list[dict]) -> str:
     return f"{'shown the flagged line' if shown else 'never shown the flagged line'}, ended {ended}"
 
 
+def compare(run: Path, steps: dict, first: int, last: int) -> None:
+    """Folding at the first and last step: paired over the ledgers known at both; where some read no page 1 (their
+    ledger unknown), also the unpaired difference over all of them."""
+    a, b = steps[first], steps[last]
+    known_a, known_b = ({k for k in s if not k[0].startswith(UNREAD)} for s in (a, b))
+    known = sorted(known_a & known_b)
+    # a ledger known at one step only must be among the other step's unread ones
+    if (
+        len(a) != len(b)
+        or len(known_a - known_b) > len(b) - len(known_b)
+        or len(known_b - known_a) > len(a) - len(known_a)
+    ):
+        raise SystemExit(f"{run}: steps {first} and {last} validated different ledgers")
+    diffs = [right(b[k]["fold"]) - right(a[k]["fold"]) for k in known]
+    n, unknown = len(diffs), len(a) - len(diffs)
+    left_out = f" ({unknown} left out: they read no page 1 at step {first} or {last})" if unknown else ""
+    if n > 1:
+        mean = sum(diffs) / n
+        se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
+        print(
+            f"folding, step {first} -> {last}, {n} ledgers{left_out}: right->wrong {diffs.count(-1)}, wrong->right "
+            f"{diffs.count(1)}, paired difference {100 * mean:+.1f} ± {100 * se:.1f} points (standard error)"
+        )
+    else:
+        print(f"folding, step {first} -> {last}: {n} ledgers known at both steps{left_out}, no paired difference")
+    if unknown:
+        p, q = (sum(right(t["fold"]) for t in s.values()) / len(s) for s in (a, b))
+        se_all = math.sqrt(p * (1 - p) / len(a) + q * (1 - q) / len(b))
+        print(
+            f"folding, step {first} -> {last}, all {len(a)} ledgers, unpaired: {100 * p:.1f} % -> {100 * q:.1f} %, "
+            f"{100 * (q - p):+.1f} ± {100 * se_all:.1f} points (standard error)"
+        )
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 1:
         print(__doc__)
@@ -121,15 +171,7 @@ def main(argv: list[str]) -> int:
             )
     first, last = min(steps), max(steps)
     if first != last:
-        if steps[first].keys() != steps[last].keys():
-            raise SystemExit(f"{run}: steps {first} and {last} validated different ledgers")
-        diffs = [right(steps[last][k]["fold"]) - right(steps[first][k]["fold"]) for k in steps[first]]
-        n, mean = len(diffs), sum(diffs) / len(diffs)
-        se = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1) / n)
-        print(
-            f"folding, step {first} -> {last}: right->wrong {diffs.count(-1)}, wrong->right {diffs.count(1)}, "
-            f"paired difference {100 * mean:+.1f} ± {100 * se:.1f} points (standard error)"
-        )
+        compare(run, steps, first, last)
     for step in sorted({first, last}):
         places = Counter((flag_place(p["fold"]), right(p["fold"])) for p in steps[step].values())
         print(

@@ -117,3 +117,33 @@ def test_where_the_flagged_page_came_in_its_segment() -> None:
     assert vp.flag_place([{"output": plain + flagged}]) == "later"
     assert vp.flag_place([{"output": plain + cut}, {"output": flagged + plain}]) == "first"  # re-read after a fold
     assert vp.flag_place([{"output": plain + cut}]) == "never"  # only seen cut short
+
+
+def test_a_trajectory_that_read_no_page_1_is_kept_and_left_out_of_the_pairs(tmp_path: Path, capsys) -> None:
+    # the weak warm start (docs/results/ledger-fold-weak-start-h100): its first call never ran, so no page names
+    # the ledger; it still counts in its step's score, and the difference is also given unpaired
+    vp = load_script("ledger_val_pairs")
+    loop = "<tool_call>read_page 1\nTool call 1 has no closing </tool_call> tag."
+    a, b = page("T1 | 11 | DISPUTED"), page("T9 | 5")
+    step0 = [row("u0_0_0", loop, 0.0, "max_assistant_turns", "11"), row("v0_0_0", b, 1.0, "final_answer", "22")]
+    step15 = [row("u1_0_0", a, 1.0, "final_answer", "11"), row("v1_0_0", b, 1.0, "final_answer", "22")]
+    write_dump(tmp_path / "val_step0.jsonl.xz", step0 + [row("w0_0_0", loop, 0.0, "max_assistant_turns", "33")])
+    write_dump(tmp_path / "val_step15.jsonl.xz", step15 + [row("w1_0_0", loop, 0.0, "max_assistant_turns", "33")])
+    assert vp.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == [
+        "step 0: 3 ledgers, folding right 1, ReAct not validated (no VAL_ALSO)",
+        "step 15: 3 ledgers, folding right 2, ReAct not validated (no VAL_ALSO)",
+        "folding, step 0 -> 15: 1 ledgers known at both steps (2 left out: they read no page 1 at step 0 or 15), "
+        "no paired difference",
+        "folding, step 0 -> 15, all 3 ledgers, unpaired: 33.3 % -> 66.7 %, +33.3 ± 38.5 points (standard error)",
+    ]
+
+
+def test_a_val_also_dump_with_a_trajectory_that_read_no_page_1_is_refused(tmp_path: Path) -> None:
+    vp = load_script("ledger_val_pairs")
+    loop = "<tool_call>read_page 1\nTool call 1 has no closing </tool_call> tag."
+    rows = ledger_rows(0, fold_right=True) + [row("z_0_0", loop, 0.0, "max_assistant_turns", "44")]
+    write_dump(tmp_path / "val_step0.jsonl.xz", rows)
+    with pytest.raises(SystemExit, match=r"1 trajectories read no page 1 in their first segment, .*\(answers 44\)"):
+        vp.main([str(tmp_path)])
