@@ -77,6 +77,7 @@ class Episode(AgentData):
         self.final_answer_text = ""
         self.submitted_answer: str | None = None  # "#### N" of a submit_answer call (extensions/tools/submit.py)
         self.last_assistant_ids: list[int] = []
+        self.asked_tools = False  # the last assistant turn asked for tools (a malformed call included)
         self.interaction: BaseInteraction | None = None
         self.interaction_name: str | None = None
         self.interaction_id: str | None = None
@@ -258,6 +259,7 @@ def mask_thinking(mask: list[int], token_ids: list[int], think_ids: tuple[int, i
 def keep_calls(episode: Episode, calls: list[Any], errors: list[str], max_parallel_calls: int) -> None:
     """Keep the first ``max_parallel_calls`` calls; the others and the parse errors become ``parse_errors``."""
     episode.turn_calls, episode.tool_calls = list(calls), calls[:max_parallel_calls]
+    episode.asked_tools = bool(calls or errors)  # stays when a fold or close_episode later edits these lists
     episode.parse_errors = errors + [
         f"Tool call '{c.name}' was not run: at most {max_parallel_calls} tool call(s) per turn."
         for c in calls[max_parallel_calls:]
@@ -331,7 +333,7 @@ def build_output(
     """
     if episode.submitted_answer is not None:
         episode.final_answer_text = episode.submitted_answer
-    elif episode.last_assistant_ids and not (episode.tool_calls or episode.parse_errors):
+    elif episode.last_assistant_ids and not episode.asked_tools:
         episode.final_answer_text = tokenizer.decode(episode.last_assistant_ids, skip_special_tokens=True)
     # else a last turn that asked for tools (a malformed call included) is a request, not an answer: no text, so
     # the reward finds no number in it (its `"page": 10` once scored a ledger whose answer was 10)

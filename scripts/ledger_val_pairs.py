@@ -10,11 +10,16 @@ the one with more rows (segments) is the folding one; on a tie (no fold happened
 ``response_budget``. The ReAct one is always a single row. Two single rows with the same ending are the same run
 of the same turns in both loops; they must score alike (the script stops if not), and either is taken as folding.
 
+A folding trajectory whose first segment read no page 1 (a malformed first call) names no ledger: it counts in its
+step's score, is left out of the pairs, and then the difference is also given unpaired. (A ``VAL_ALSO`` dump in which
+no trajectory read page 1 cannot be told from a folding-only one.)
+
 Prints, per step, how many ledgers each loop got right; between the first and last step, how the folding
 results moved (right->wrong and wrong->right), the paired difference with its standard error; and, for each
 wrong folding trajectory of the last step, whether it was shown the flagged line (``| DISPUTED``) and read on;
 and, at the first and last step, how folding did by where the flagged page came in its segment (``flag_place``).
-Writes ``RUN/val_pairs.csv``: one row per ledger and step.
+Writes ``RUN/val_pairs.csv``: one row per ledger and step (``ledger`` numbers the ledgers known by their first
+page, the same number at every step; blank for a trajectory that read no page 1).
 """
 
 from __future__ import annotations
@@ -149,18 +154,20 @@ def main(argv: list[str]) -> int:
         print(f"{run}: no val_step<N>.jsonl(.xz) files")
         return 1
     steps = {int(re.search(r"val_step(\d+)", p.name).group(1)): pair_loops(read_trajectories(p), p) for p in dumps}
+    known = sorted({k for pairs in steps.values() for k in pairs if not k[0].startswith(UNREAD)})
+    number = {key: i for i, key in enumerate(known)}
     rows = []
     for step, pairs in steps.items():
         fold = sum(right(p["fold"]) for p in pairs.values())
         react = [right(p["react"]) for p in pairs.values() if p["react"] is not None]
         react_text = f"ReAct (truncated) right {sum(react)}" if react else "ReAct not validated (no VAL_ALSO)"
         print(f"step {step}: {len(pairs)} ledgers, folding right {fold}, {react_text}")
-        for i, (key, pair) in enumerate(sorted(pairs.items())):
+        for key, pair in sorted(pairs.items(), key=lambda item: (item[0] not in number, number.get(item[0], 0))):
             kind = "" if right(pair["fold"]) else failure(pair["fold"])
             rows.append(
                 {
                     "step": step,
-                    "ledger": i,
+                    "ledger": number.get(key, ""),
                     "answer": key[1],
                     "fold_right": right(pair["fold"]),
                     "fold_segments": len(pair["fold"]),

@@ -138,6 +138,16 @@ def test_a_trajectory_that_read_no_page_1_is_kept_and_left_out_of_the_pairs(tmp_
         "no paired difference",
         "folding, step 0 -> 15, all 3 ledgers, unpaired: 33.3 % -> 66.7 %, +33.3 ± 38.5 points (standard error)",
     ]
+    with (tmp_path / "val_pairs.csv").open() as f:  # a ledger keeps its number at every step; unread ones have none
+        rows = [(r["step"], r["ledger"], r["answer"], r["fold_right"]) for r in csv.DictReader(f)]
+    assert rows == [
+        ("0", "1", "22", "1"),
+        ("0", "", "11", "0"),
+        ("0", "", "33", "0"),
+        ("15", "0", "11", "1"),
+        ("15", "1", "22", "1"),
+        ("15", "", "33", "0"),
+    ]
 
 
 def test_a_val_also_dump_with_a_trajectory_that_read_no_page_1_is_refused(tmp_path: Path) -> None:

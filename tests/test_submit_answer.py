@@ -108,6 +108,19 @@ async def test_a_last_turn_that_asks_for_a_tool_is_no_answer(submit_worker, call
     assert row.reason == "final_answer" and row.extras["final_answer_text"] == "It is 214."
 
 
+async def test_a_tool_release_problem_after_a_plain_reply_keeps_the_answer(submit_worker, monkeypatch):
+    # close_episode adds release problems to parse_errors after the last turn: that turn still answered
+    from extensions.tool_session import ToolSession
+
+    async def close(self):
+        return ["read_page: release failed: connection reset"]
+
+    monkeypatch.setattr(ToolSession, "close", close)
+    script = {"S-release": [tool_call("read_page", page=1), "It is 214."]}
+    row = Row(await run_batch(submit_worker, script, [ledger_sample("S-release", "sub_react_auto", OFFERED)]), 0)
+    assert row.reason == "final_answer" and row.extras["final_answer_text"] == "It is 214."
+
+
 async def test_an_empty_answer_is_refused_and_the_trajectory_goes_on(submit_worker):
     tok = submit_worker.tokenizer
     script = {"S-empty": [tool_call("submit_answer", answer="  "), tool_call("submit_answer", answer=9)]}
