@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ledger_val_pairs import FIRST_PAGE, UNREAD, pair_loops, right  # noqa: E402  (sibling scripts)
+from ledger_val_pairs import FIRST_PAGE, known_ledgers, pair_loops, right  # noqa: E402  (sibling scripts)
 from rollout_dump_report import read_dump, read_trajectories  # noqa: E402
 
 Ledger = tuple[str, str]  # (first page, answer)
@@ -63,7 +63,7 @@ def main(argv: list[str]) -> int:
     paths = [Path(arg) for arg in argv]
     a, b = (load(path) for path in paths)
     if a.keys() != b.keys():
-        unread = [sum(k[0].startswith(UNREAD) for k in run) for run in (a, b)]
+        unread = [len(run) - len(known_ledgers(run)) for run in (a, b)]
         why = (
             f"; {unread[0]} and {unread[1]} of their trajectories read no page 1, so their ledgers cannot be told"
             if any(unread)

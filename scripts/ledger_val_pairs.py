@@ -45,6 +45,11 @@ def ledger_key(trajectory: list[dict]) -> tuple[str, str]:
 UNREAD = "(no page 1 read) #"  # the key of a trajectory whose first segment read no page 1 (its ledger is unknown)
 
 
+def known_ledgers(keys) -> set[tuple[str, str]]:
+    """The keys of ``pair_loops`` that name a ledger (not ``UNREAD``)."""
+    return {key for key in keys if not key[0].startswith(UNREAD)}
+
+
 def pair_loops(trajectories: list[list[dict]], path: Path) -> dict[tuple[str, str], dict[str, list[dict] | None]]:
     """{ledger: {"fold": rows, "react": rows or None}}. A dump of a run with ``VAL_ALSO=truncated`` has exactly one
     trajectory of each loop per ledger; a run without it, exactly one folding trajectory per ledger (react None).
@@ -114,7 +119,7 @@ def compare(run: Path, steps: dict, first: int, last: int) -> None:
     """Folding at the first and last step: paired over the ledgers known at both; where some read no page 1 (their
     ledger unknown), also the unpaired difference over all of them."""
     a, b = steps[first], steps[last]
-    known_a, known_b = ({k for k in s if not k[0].startswith(UNREAD)} for s in (a, b))
+    known_a, known_b = known_ledgers(a), known_ledgers(b)
     known = sorted(known_a & known_b)
     # a ledger known at one step only must be among the other step's unread ones
     if (
@@ -154,8 +159,7 @@ def main(argv: list[str]) -> int:
         print(f"{run}: no val_step<N>.jsonl(.xz) files")
         return 1
     steps = {int(re.search(r"val_step(\d+)", p.name).group(1)): pair_loops(read_trajectories(p), p) for p in dumps}
-    known = sorted({k for pairs in steps.values() for k in pairs if not k[0].startswith(UNREAD)})
-    number = {key: i for i, key in enumerate(known)}
+    number = {key: i for i, key in enumerate(sorted(known_ledgers(k for pairs in steps.values() for k in pairs)))}
     rows = []
     for step, pairs in steps.items():
         fold = sum(right(p["fold"]) for p in pairs.values())

@@ -12,6 +12,7 @@ import pytest
 from tests.scripts import load_script
 
 TERMS = ("term_final_answer", "term_max_segments", "term_response_budget")
+UNCLOSED = "<tool_call>read_page 1\nTool call 1 has no closing </tool_call> tag."  # no page 1 read
 
 
 def page(rows: str) -> str:
@@ -123,12 +124,11 @@ def test_a_trajectory_that_read_no_page_1_is_kept_and_left_out_of_the_pairs(tmp_
     # the weak warm start (docs/results/ledger-fold-weak-start-h100): its first call never ran, so no page names
     # the ledger; it still counts in its step's score, and the difference is also given unpaired
     vp = load_script("ledger_val_pairs")
-    loop = "<tool_call>read_page 1\nTool call 1 has no closing </tool_call> tag."
     a, b = page("T1 | 11 | DISPUTED"), page("T9 | 5")
-    step0 = [row("u0_0_0", loop, 0.0, "max_assistant_turns", "11"), row("v0_0_0", b, 1.0, "final_answer", "22")]
+    step0 = [row("u0_0_0", UNCLOSED, 0.0, "max_assistant_turns", "11"), row("v0_0_0", b, 1.0, "final_answer", "22")]
     step15 = [row("u1_0_0", a, 1.0, "final_answer", "11"), row("v1_0_0", b, 1.0, "final_answer", "22")]
-    write_dump(tmp_path / "val_step0.jsonl.xz", step0 + [row("w0_0_0", loop, 0.0, "max_assistant_turns", "33")])
-    write_dump(tmp_path / "val_step15.jsonl.xz", step15 + [row("w1_0_0", loop, 0.0, "max_assistant_turns", "33")])
+    write_dump(tmp_path / "val_step0.jsonl.xz", step0 + [row("w0_0_0", UNCLOSED, 0.0, "max_assistant_turns", "33")])
+    write_dump(tmp_path / "val_step15.jsonl.xz", step15 + [row("w1_0_0", UNCLOSED, 0.0, "max_assistant_turns", "33")])
     assert vp.main([str(tmp_path)]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[:4] == [
@@ -152,8 +152,7 @@ def test_a_trajectory_that_read_no_page_1_is_kept_and_left_out_of_the_pairs(tmp_
 
 def test_a_val_also_dump_with_a_trajectory_that_read_no_page_1_is_refused(tmp_path: Path) -> None:
     vp = load_script("ledger_val_pairs")
-    loop = "<tool_call>read_page 1\nTool call 1 has no closing </tool_call> tag."
-    rows = ledger_rows(0, fold_right=True) + [row("z_0_0", loop, 0.0, "max_assistant_turns", "44")]
+    rows = ledger_rows(0, fold_right=True) + [row("z_0_0", UNCLOSED, 0.0, "max_assistant_turns", "44")]
     write_dump(tmp_path / "val_step0.jsonl.xz", rows)
     with pytest.raises(SystemExit, match=r"1 trajectories read no page 1 in their first segment, .*\(answers 44\)"):
         vp.main([str(tmp_path)])
