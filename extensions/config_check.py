@@ -44,6 +44,7 @@ from extensions.custom_advantages import check_estimator_name
 from extensions.engine_rules import composed_stop_string_problems
 from extensions.errors import ConfigError, choices
 from extensions.segment_weights import check_segment_estimator
+from extensions.trainer_mode_check import check_trainer_mode
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".venv", ".git", "node_modules", "outputs", ".ci", ".github"}
@@ -173,7 +174,7 @@ def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> lis
         check_segment_estimator(cfg.algorithm, folding=_is_folding(cfg, rollout.agent.default_agent_loop))
     except ConfigError as exc:
         problems.append(f"{where}: {exc}")
-    problems += check_rollout_size(cfg, where) if training else []
+    problems += check_rollout_size(cfg, where) + check_trainer_mode(cfg, where) if training else []
     problems += composed_stop_string_problems(cfg, agent_loop_entries(cfg), where, resolve)
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from array import array
 from collections.abc import Sequence
 from enum import Enum
@@ -98,6 +99,8 @@ class Episode(AgentData):
         """Outputs of the segments closed so far (context folding: ``folding_loop.py``)."""
         self.out_of_room: str | None = None
         """Why this assistant turn was cut short for lack of room (a code block's output did not fit)."""
+        self.started_at = time.time()
+        """Wall clock (``time.time()``) when the loop took the sample: ``longflow/rollout/`` metrics."""
 
     def take_inline_record(self) -> dict[str, Any]:
         """The ``code_calls`` field of this turn's record (empty without any); resets the list."""
@@ -139,6 +142,8 @@ class Episode(AgentData):
             "final_answer_text": self.final_answer_text,
             "interaction": self.interaction_name,
             "opening_message": self.opening_message,
+            "started_at": self.started_at,
+            "finished_at": time.time(),
         }
 
 

@@ -16,6 +16,9 @@ and any logger the user enables (W&B, tensorboard, mlflow):
                                             that say ``num_segments``)
     longflow/summary_tokens/mean            tokens of each fold's summary
     longflow/folds/<trigger>                folds per trajectory by trigger (context, budget, tool)
+    longflow/rollout/wall_s/mean, /max      a trajectory's wall time, start to last output
+    longflow/rollout/span_s                 the batch's first start to its last finish (sync: real generation time)
+    longflow/rollout/take_lag_s             the last finish to the trainer taking the batch (v1 replay buffer poll)
     longflow/val/...                        the same, for a validation run
     longflow/val@<label>/...                the same, for the rows of a labelled data_source
                                             (``longflow/ledger@truncated``: a baseline in the same validation)
@@ -46,10 +49,16 @@ COUNTS = {
 """Metric name -> the ``extras`` key (and reward key) it averages: every ``records_schema.COUNTS`` key."""
 
 
-def longflow_metrics(rows: Sequence[Mapping[str, Any] | None], prefix: str = "longflow/") -> dict[str, float]:
-    """Metrics of a training batch from each row's ``extras`` (None for rows without records)."""
+def longflow_metrics(
+    rows: Sequence[Mapping[str, Any] | None], prefix: str = "longflow/", *, sampled_at: float | None = None
+) -> dict[str, float]:
+    """Metrics of a training batch from each row's ``extras`` (None for rows without records).
+
+    ``sampled_at``: when the trainer took the batch (``time.time()``; v1's replay buffer), for ``rollout/take_lag_s``.
+    """
     recorded = [row for row in rows if row is not None]
     metrics = {f"{prefix}recorded_fraction": len(recorded) / len(rows) if rows else 0.0}
+    metrics.update(rollout_timing([row for row in recorded if "finished_at" in row], prefix, sampled_at))
     segments = [row for row in recorded if "num_segments" in row]
     recorded = [row for row in recorded if row.get("segment", 0) == row.get("num_segments", 1) - 1]
     if not recorded:
@@ -66,6 +75,34 @@ def longflow_metrics(rows: Sequence[Mapping[str, Any] | None], prefix: str = "lo
         metrics[f"{prefix}execution_success_rate"] = (
             sum(row.get("num_successful_calls") or 0 for row in recorded) / executed
         )
+    return metrics
+
+
+def rollout_timing(
+    rows: Sequence[Mapping[str, Any]], prefix: str = "longflow/", sampled_at: float | None = None
+) -> dict[str, float]:
+    """Wall-clock figures of a batch from its rows' ``started_at`` / ``finished_at`` (every segment's row).
+
+    ``rollout/wall_s/mean``, ``/max``: a trajectory's time from start to its last output; ``rollout/span_s``:
+    the first start to the last finish (in a synchronous step: the real generation time, to set beside
+    verl's ``timing_s/gen``); ``rollout/take_lag_s``: the last finish to ``sampled_at``, how long the trainer
+    took to notice (verl's 2 s poll makes it up to 2 s).
+    """
+    if not rows:
+        return {}
+    trajectories: dict[float, float] = {}  # started_at -> the latest finish of its rows
+    for row in rows:
+        start = float(row["started_at"])
+        trajectories[start] = max(trajectories.get(start, start), float(row["finished_at"]))
+    walls = [end - start for start, end in trajectories.items()]
+    last = max(trajectories.values())
+    metrics = {
+        f"{prefix}rollout/wall_s/mean": _mean(walls),
+        f"{prefix}rollout/wall_s/max": max(walls),
+        f"{prefix}rollout/span_s": last - min(trajectories),
+    }
+    if sampled_at is not None:
+        metrics[f"{prefix}rollout/take_lag_s"] = sampled_at - last
     return metrics
 
 

@@ -116,6 +116,10 @@ class Extras(TypedDict):
     final_answer_text: str
     interaction: str | None
     opening_message: str | None
+    started_at: float
+    """Wall clock (``time.time()``, seconds) when the loop took the sample."""
+    finished_at: float
+    """Wall clock when this output (a folded trajectory's segment: that segment) was built."""
 
 
 class SegmentExtras(TypedDict, total=False):

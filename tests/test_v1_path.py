@@ -30,6 +30,7 @@ from extensions import custom_advantages as ca
 from extensions.custom_rewards import compute_score
 from extensions.metrics import longflow_metrics, validation_metrics
 from extensions.testing.scripted_server import ScriptedServer
+from extensions.verl_compat import last_sample_returned_at
 from tests.conftest import PROMPT_LENGTH, RESPONSE_LENGTH
 from tests.trainer_harness import (
     CASES,
@@ -271,7 +272,10 @@ def test_compute_metrics_hook_adds_longflow_keys(v1, advantages) -> None:
     ours = {k: v for k, v in metrics.items() if k.startswith("longflow/")}
     rows = [f.get("extras") for f in fetch(v1, "extra_fields")["extra_fields"]]
     assert ours.pop("longflow/actor_optimizer_steps") == 1.0  # 10 rows, verl's default 256 x n=2 rows a step
-    assert ours == longflow_metrics(rows)
+    sampled_at = last_sample_returned_at()  # the fixture's real ReplayBuffer.sample, timed by the hook
+    assert ours == longflow_metrics(rows, sampled_at=sampled_at)
+    finished = max(row["finished_at"] for row in rows if row is not None)
+    assert ours["longflow/rollout/take_lag_s"] == sampled_at - finished >= 0
     # 6 of 10 rows recorded: long x2 (3 assistant turns), list x2 sessions x2 outputs (2 and 1 turns)
     assert ours["longflow/recorded_fraction"] == 0.6
     assert ours["longflow/termination/interaction_done"] == 1.0

@@ -29,6 +29,8 @@ lazily when verl's trainer modules are imported, through ``wrapt``'s post-import
   added to each training step's metrics (legacy
   ``compute_data_metrics``; v1 ``PPOTrainer._compute_metrics``) and to each validation's metrics
   (``_val_metrics_update`` of both trainers, from the reward's extra info).
+- the v1 replay buffer's poll (``replay_poll``): ``trainer.v1.sampler.sampler_kwargs.poll_interval_s``
+  replaces verl's fixed 2 s, and ``last_sample_returned_at()`` says when the trainer took its last batch.
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ from extensions.verl_compat.registries import (  # noqa: E402
     tool_parser_registry,
 )
 from extensions.verl_compat.reliances import RELIANCES, Reliance, broken_reliances  # noqa: E402
+from extensions.verl_compat.replay_poll import POLL_KEY, last_sample_returned_at, poll_interval  # noqa: E402
 from extensions.verl_compat.trainer_hooks import (  # noqa: E402
     advantage_rows,
     batch_rows,
@@ -93,6 +96,7 @@ from extensions.verl_compat.worker_hooks import (  # noqa: E402
 )
 
 __all__ = [
+    "POLL_KEY",
     "RELIANCES",
     "SYNTHETIC_SYSTEM",
     "TESTED_VERL",
@@ -116,5 +120,7 @@ __all__ = [
     "install_interaction_alias",
     "install_trainer_hooks",
     "installed_trainer_hooks",
+    "last_sample_returned_at",
+    "poll_interval",
     "tool_parser_registry",
 ]

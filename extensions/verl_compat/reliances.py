@@ -175,6 +175,19 @@ def _check_legacy_hooks() -> None:
     assert _params(ray_trainer.RayPPOTrainer._val_metrics_update)[3] == "reward_extra_infos_dict"
 
 
+def _check_replay_poll() -> None:
+    from verl.trainer.ppo.v1 import replay_buffer, trainer_base
+
+    assert _params(trainer_base.PPOTrainer._build_replay_buffer) == ["self"], "_build_replay_buffer changed"
+    for cls in (replay_buffer.ReplayBuffer, replay_buffer.ReplayBufferAsync):
+        assert "poll_interval" in _params(cls.__init__), f"{cls.__name__} no longer takes poll_interval"
+        assert _params(cls.sample)[:4] == ["self", "global_steps", "partition_id", "batch_size"], "sample changed"
+    assert "time.sleep(self.poll_interval)" in inspect.getsource(replay_buffer.ReplayBuffer._wait_for_next_poll), (
+        "ReplayBuffer._wait_for_next_poll no longer sleeps self.poll_interval"
+    )
+    _source_calls(trainer_base.PPOTrainer._step_once, "self.replay_buffer.sample")
+
+
 def _check_v1_hooks() -> None:
     from verl.trainer.ppo.v1 import trainer_base
 
@@ -269,6 +282,12 @@ RELIANCES: list[Reliance] = [
         "trainer/ppo/ray_trainer.py",
         "per-row records for estimators and longflow/ metrics",
         _check_legacy_hooks,
+    ),
+    Reliance(
+        "v1 replay buffer poll",
+        "trainer/ppo/v1/trainer_base.py, trainer/ppo/v1/replay_buffer.py",
+        "poll_interval_s replaces the buffer's fixed 2 s poll; sample() is timed for longflow/rollout/ metrics",
+        _check_replay_poll,
     ),
     Reliance(
         "v1 trainer hooks",

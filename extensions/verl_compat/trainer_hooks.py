@@ -15,6 +15,8 @@ from typing import Any
 
 import wrapt
 
+from extensions.verl_compat.replay_poll import hook_replay_buffer, last_sample_returned_at
+
 logger = logging.getLogger(__name__)
 
 Rows = list[dict[str, Any] | None]
@@ -108,16 +110,17 @@ may rescale ``data.batch["advantages"]`` in place (the plugin passes the segment
 
 MetricsFn = Callable[[Any], dict[str, float]]
 _METRICS: dict[str, Callable[..., dict[str, float]]] = {
-    "training": lambda rows: {},
+    "training": lambda rows, **kwargs: {},
     "validation": lambda infos, data_sources=None: {},
 }
-"""What the hooks add: ``training(rows)`` per step (each row's ``extras`` or None), ``validation(infos,
+"""What the hooks add: ``training(rows, sampled_at=None)`` per step (each row's ``extras`` or None; v1 passes
+``sampled_at``, when its replay buffer returned the batch), ``validation(infos,
 data_sources)`` per validation (verl's ``reward_extra_infos_dict`` and each row's data_source).
 ``install_trainer_hooks`` sets them."""
 
 
-def longflow_metrics(rows: Any) -> dict[str, float]:
-    return _METRICS["training"](rows)
+def longflow_metrics(rows: Any, **kwargs: Any) -> dict[str, float]:
+    return _METRICS["training"](rows, **kwargs)
 
 
 def validation_metrics(infos: Any, data_sources: Any = None) -> dict[str, float]:
@@ -168,7 +171,7 @@ def _hook_v1_trainer(module: Any) -> None:
 
         def compute() -> dict[str, float]:
             keys = real_keys(batch)
-            return longflow_metrics(_tq_rows(batch, keys))
+            return longflow_metrics(_tq_rows(batch, keys), sampled_at=last_sample_returned_at())
 
         metrics.update(_guarded("longflow/ metrics", compute, {}))
         metrics.update(_guarded("longflow/actor_optimizer_steps", lambda: actor_optimizer_steps(instance, batch), {}))
@@ -186,6 +189,7 @@ def _hook_v1_trainer(module: Any) -> None:
     trainer._compute_metrics = plus_metrics(trainer._compute_metrics)
     module.compute_advantage_for_multi_trajectories = then_post(module.compute_advantage_for_multi_trajectories)
     _hook_val_metrics(trainer)
+    hook_replay_buffer(trainer)
 
 
 def real_keys(batch: Any) -> list[str]:

@@ -51,7 +51,7 @@ def test_bad_config_names_the_keys_and_the_valid_ones() -> None:
         PythonExecTool({"type": "native", "wall_time": 5, "memory_mb": 0})
     assert str(caught.value) == (
         "tool 'python_exec' config: 'memory_mb': Input should be greater than or equal to 64 (got 0); "
-        "'wall_time' is not a config key. Valid keys: 'cpu_time_s', 'file_size_bytes', 'memory_mb', "
+        "'wall_time' is not a config key. Valid keys: 'cpu_time_s', 'file_size_bytes', 'latency', 'memory_mb', "
         "'open_files', 'output_bytes', 'processes', 'type', 'wall_time_s'. "
         "Fix the tool's `config:` entry in its tool YAML."
     )

@@ -1,0 +1,60 @@
+"""Checks of verl's v1 trainer modes and the replay buffer's poll, before any model loads.
+
+verl 0.9.1 checks ``separate_async`` with bare ``assert`` s inside the trainer's constructor (after Ray and
+the dataset are up), and the pack's ``poll_interval_s`` would otherwise fail only when the replay buffer is
+built. ``config_check`` runs these on the composed config and lists every problem at once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from extensions.errors import choices
+from extensions.verl_compat import poll_interval
+
+TRAINER_MODES = ("sync", "colocate_async", "separate_async")
+
+
+def check_trainer_mode(cfg: Any, where: str) -> list[str]:
+    """Problems of ``trainer.v1.trainer_mode`` and its block, and of ``sampler_kwargs.poll_interval_s``."""
+    problems = []
+    try:
+        poll_interval(cfg)
+    except ValueError as exc:
+        problems.append(f"{where}: {exc}")
+    v1 = (cfg.get("trainer") or {}).get("v1") or {}
+    mode = v1.get("trainer_mode", "sync")
+    if mode not in TRAINER_MODES:
+        return [
+            *problems,
+            f"{where}: trainer.v1.trainer_mode={mode!r} is not a v1 mode; valid: {choices(TRAINER_MODES)}",
+        ]
+    if mode == "separate_async":
+        problems += _separate_async_problems(cfg, v1, where)
+    return problems
+
+
+def _separate_async_problems(cfg: Any, v1: Any, where: str) -> list[str]:
+    problems = []
+    sync_step = int(v1.separate_async.parameter_sync_step)
+    mini, batch = int(cfg.actor_rollout_ref.actor.ppo_mini_batch_size), int(cfg.data.train_batch_size)
+    if batch != sync_step * mini:
+        problems.append(
+            f"{where}: separate_async trains data.train_batch_size={batch} prompts a step, which must equal "
+            f"trainer.v1.separate_async.parameter_sync_step={sync_step} x actor_rollout_ref.actor.ppo_mini_batch_size="
+            f"{mini} = {sync_step * mini}"
+        )
+    rollout = cfg.actor_rollout_ref.rollout
+    if int(rollout.get("nnodes") or 0) < 1 or int(rollout.get("n_gpus_per_node") or 0) < 1:
+        problems.append(
+            f"{where}: separate_async needs GPUs of its own for rollout: set actor_rollout_ref.rollout.nnodes >= 1 "
+            f"and actor_rollout_ref.rollout.n_gpus_per_node >= 1 (got {rollout.get('nnodes')} and "
+            f"{rollout.get('n_gpus_per_node')}); the trainer keeps trainer.n_gpus_per_node"
+        )
+    backend = rollout.checkpoint_engine.backend
+    if backend == "naive":
+        problems.append(
+            f"{where}: separate_async sends weights to the rollout GPUs: set "
+            "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl (or nixl, mooncake); 'naive' only works colocated"
+        )
+    return problems

@@ -1,0 +1,136 @@
+"""The v1 replay buffer's poll (``extensions/verl_compat/replay_poll.py``) on verl 0.9.1's own classes.
+
+verl's ``ReplayBuffer.sample`` sleeps a fixed 2 s between reads of TransferQueue's metadata, so every
+synchronous generation phase was a multiple of 2 s. ``trainer.v1.sampler.sampler_kwargs.poll_interval_s``
+replaces it on the buffer ``PPOTrainer._build_replay_buffer`` builds. Here verl's real method builds the
+buffer from a real experiment config, and verl's real ``sample`` runs against a scripted ``tq.kv_list``
+(the groups finish on its third read): exactly two sleeps, of the configured length.
+"""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+from verl.trainer.ppo.v1 import replay_buffer, trainer_base
+
+from extensions.metrics import longflow_metrics, rollout_timing
+from extensions.verl_compat import installed_trainer_hooks, last_sample_returned_at, poll_interval
+from tests.conftest import ROOT
+
+
+def experiment(*overrides: str):
+    with initialize_config_dir(config_dir=str(ROOT / "experiments" / "gsm8k_learn"), version_base=None):
+        return compose("config", overrides=list(overrides))
+
+
+def build(config, mode: str):
+    """verl's own ``_build_replay_buffer`` (hooked by the plugin) on a trainer that has only what it reads."""
+    trainer = SimpleNamespace(
+        config=config,
+        trainer_mode=mode,
+        _add_prompts_to_generate=lambda count: None,
+        _resolve_filter_groups_metric=lambda: None,
+    )
+    return trainer_base.PPOTrainer._build_replay_buffer(trainer)
+
+
+def test_the_plugin_hooks_the_v1_trainer() -> None:
+    assert "verl.trainer.ppo.v1.trainer_base" in installed_trainer_hooks()
+
+
+@pytest.mark.parametrize(
+    ("mode", "cls"), [("sync", replay_buffer.ReplayBuffer), ("colocate_async", replay_buffer.ReplayBufferAsync)]
+)
+def test_the_experiments_poll_reaches_verls_buffer(mode: str, cls: type) -> None:
+    buffer = build(experiment(f"trainer.v1.trainer_mode={mode}"), mode)
+    assert type(buffer) is cls
+    assert buffer.poll_interval == 0.05
+
+
+def test_without_the_key_verls_two_seconds_stay() -> None:
+    config = experiment("~trainer.v1.sampler.sampler_kwargs.poll_interval_s")
+    assert poll_interval(config) is None
+    assert build(config, "sync").poll_interval == 2.0
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("fast", "'fast' is not a number"),
+        (True, "True is not a number"),
+        (0, "0 is out of range"),
+        (-1.5, "-1.5 is out of range"),
+        (61, "61 is out of range"),
+        (math.nan, "nan is out of range"),
+    ],
+)
+def test_a_bad_poll_is_refused_naming_the_key(value, problem: str) -> None:
+    config = OmegaConf.create({"trainer": {"v1": {"sampler": {"sampler_kwargs": {"poll_interval_s": value}}}}})
+    with pytest.raises(ValueError) as exc:
+        poll_interval(config)
+    assert str(exc.value) == (
+        f"trainer.v1.sampler.sampler_kwargs.poll_interval_s: {problem}; valid: seconds between checks, in (0, 60]"
+    )
+
+
+class ScriptedQueue:
+    """``tq.kv_list`` / ``tq.kv_clear`` of one prompt group whose two trajectories finish on the third read."""
+
+    def __init__(self, finish_on_read: int):
+        self.finish_on_read = finish_on_read
+        self.reads = 0
+        self.cleared: list[list[str]] = []
+
+    def kv_list(self):
+        self.reads += 1
+        done = self.reads >= self.finish_on_read
+        items = {"u1": {"is_prompt": True, "status": "finished" if done else "running", "global_steps": 1}}
+        if done:
+            items |= {f"u1_s{i}_0": {"status": "finished", "global_steps": 1} for i in range(2)}
+        return {"train": items}
+
+    def kv_clear(self, partition_id: str, keys: list[str]) -> None:
+        self.cleared.append(keys)
+
+
+def test_verls_sample_sleeps_the_configured_poll_and_is_timed(monkeypatch) -> None:
+    queue = ScriptedQueue(finish_on_read=3)
+    sleeps: list[float] = []
+    monkeypatch.setattr(replay_buffer, "tq", queue)
+    monkeypatch.setattr(replay_buffer.time, "sleep", sleeps.append)
+    buffer = build(experiment(), "sync")
+    batch, metrics = buffer.sample(global_steps=1, partition_id="train", batch_size=1)
+    assert sleeps == [0.05, 0.05]
+    assert queue.reads == 3 and queue.cleared == [["u1"]]
+    assert sorted(batch.keys) == ["u1_s0_0", "u1_s1_0"] and metrics == {}
+    returned = last_sample_returned_at()
+    assert returned is not None and abs(returned - __import__("time").time()) < 5
+
+
+ROWS = [  # two trajectories; the second folded into two segments (each row carries the trajectory's start)
+    {"started_at": 100.0, "finished_at": 103.0, "turns": []},
+    {"started_at": 100.5, "finished_at": 104.0, "turns": [], "segment": 0, "num_segments": 2},
+    {"started_at": 100.5, "finished_at": 109.5, "turns": [], "segment": 1, "num_segments": 2},
+]
+
+
+def test_rollout_timing_is_per_trajectory_and_batch() -> None:
+    assert rollout_timing(ROWS, sampled_at=109.75) == {
+        "longflow/rollout/wall_s/mean": 6.0,  # (3.0 + 9.0) / 2
+        "longflow/rollout/wall_s/max": 9.0,
+        "longflow/rollout/span_s": 9.5,  # 100.0 -> 109.5
+        "longflow/rollout/take_lag_s": 0.25,
+    }
+    assert "longflow/rollout/take_lag_s" not in rollout_timing(ROWS)
+    assert rollout_timing([]) == {}
+
+
+def test_the_training_metrics_carry_the_timing() -> None:
+    metrics = longflow_metrics([*ROWS, None], sampled_at=110.0)
+    assert metrics["longflow/rollout/span_s"] == 9.5
+    assert metrics["longflow/rollout/take_lag_s"] == 0.5
+    assert metrics["longflow/recorded_fraction"] == 0.75

@@ -1,0 +1,75 @@
+"""experiments/gsm8k_learn's GPU presets (``gpus/x1..x8``) and v1 trainer modes (``mode/``) pass the pack's
+config check and verl's ``validate_config`` on CPU, with the long-tail tools; the v1 mode checks
+(``extensions/trainer_mode_check.py``) name what is wrong before any model loads."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from hydra import compose, initialize_config_dir
+from verl.utils.config import validate_config
+
+from extensions.config_check import check_composed
+from extensions.tools.latency import ToolLatency
+from extensions.tools.python_exec import PythonExecTool
+from tests.conftest import ROOT
+
+EXPERIMENT = ROOT / "experiments" / "gsm8k_learn"
+LONG_TAIL = "actor_rollout_ref.rollout.multi_turn.tool_config_path=experiments/gsm8k_learn/tools_long_tail.yaml"
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(config_dir=str(EXPERIMENT), version_base=None):
+        return compose("config", overrides=["algorithm.adv_estimator=turn_grpo", LONG_TAIL, *overrides])
+
+
+@pytest.mark.parametrize("mode", ["sync", "colocate_async", "separate_async"])
+@pytest.mark.parametrize("gpus", [1, 2, 4, 8])
+def test_every_preset_validates(gpus: int, mode: str) -> None:
+    cfg = composed(f"+gpus=x{gpus}", f"+mode={mode}")
+    assert (cfg.trainer.n_gpus_per_node, cfg.data.train_batch_size) == (gpus, 16 * gpus)
+    assert cfg.actor_rollout_ref.rollout.agent.num_workers == 4 * gpus
+    assert cfg.trainer.v1.trainer_mode == mode
+    assert check_composed(cfg, "gsm8k_learn") == []
+    validate_config(cfg, use_reference_policy=False, use_critic=False)
+
+
+def test_strong_scaling_keeps_one_gpus_batch() -> None:
+    cfg = composed("+gpus=x4", "data.train_batch_size=16", "actor_rollout_ref.actor.ppo_mini_batch_size=8")
+    assert check_composed(cfg, "gsm8k_learn") == []
+    validate_config(cfg, use_reference_policy=False, use_critic=False)
+
+
+def test_separate_async_problems_are_listed_at_once() -> None:
+    cfg = composed(
+        "+gpus=x1",
+        "+mode=separate_async",
+        "data.train_batch_size=24",
+        "actor_rollout_ref.rollout.n_gpus_per_node=0",
+        "actor_rollout_ref.rollout.checkpoint_engine.backend=naive",
+    )
+    assert check_composed(cfg, "gsm8k_learn") == [
+        "gsm8k_learn: separate_async trains data.train_batch_size=24 prompts a step, which must equal "
+        "trainer.v1.separate_async.parameter_sync_step=2 x actor_rollout_ref.actor.ppo_mini_batch_size=8 = 16",
+        "gsm8k_learn: separate_async needs GPUs of its own for rollout: set actor_rollout_ref.rollout.nnodes >= 1 "
+        "and actor_rollout_ref.rollout.n_gpus_per_node >= 1 (got 1 and 0); the trainer keeps trainer.n_gpus_per_node",
+        "gsm8k_learn: separate_async sends weights to the rollout GPUs: set "
+        "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl (or nixl, mooncake); 'naive' only works colocated",
+    ]
+
+
+def test_an_unknown_mode_and_a_bad_poll_are_config_problems() -> None:
+    cfg = composed("trainer.v1.trainer_mode=fully_async", "trainer.v1.sampler.sampler_kwargs.poll_interval_s=0")
+    assert check_composed(cfg, "gsm8k_learn") == [
+        "gsm8k_learn: trainer.v1.sampler.sampler_kwargs.poll_interval_s: 0 is out of range; valid: seconds between "
+        "checks, in (0, 60]",
+        "gsm8k_learn: trainer.v1.trainer_mode='fully_async' is not a v1 mode; valid: 'colocate_async', "
+        "'separate_async', 'sync'",
+    ]
+
+
+def test_the_long_tail_tools_file_states_its_distribution() -> None:
+    (entry,) = yaml.safe_load((EXPERIMENT / "tools_long_tail.yaml").read_text())["tools"]
+    tool = PythonExecTool(dict(entry["config"]))
+    assert tool.latency.settings == ToolLatency(distribution="lognormal", median_s=0.5, sigma=1.5, max_s=10.0, seed=0)
+    assert tool.limits.wall_time_s + tool.latency.settings.max_s < 15.0  # the loop's tool_timeout_s
