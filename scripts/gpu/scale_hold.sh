@@ -24,6 +24,11 @@ status)
 run) ;;
 *) echo "usage: bash scripts/gpu/scale_hold.sh [run | status [SECONDS]]" >&2; exit 2 ;;
 esac
+if [ -z "${SCALE_HOLD_COPY:-}" ]; then  # run from a copy: a later device call replaces the tree under this script
+  rm -rf /tmp/scale-src && mkdir -p /tmp/scale-src
+  tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C /tmp/scale-src
+  cd /tmp/scale-src && SCALE_HOLD_COPY=1 exec bash scripts/gpu/scale_hold.sh run
+fi
 gpus=$(nvidia-smi -L | wc -l)
 [ "$gpus" -ge 4 ] || { echo "error: $gpus GPU(s) here; this hold needs 4" >&2; exit 2; }
 LONGFLOW_STEPS=wheels,check,model bash scripts/gpu/install_on_gpu.sh
