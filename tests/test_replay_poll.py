@@ -10,6 +10,7 @@ buffer from a real experiment config, and verl's real ``sample`` runs against a 
 from __future__ import annotations
 
 import math
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -80,8 +81,9 @@ def test_a_bad_poll_is_refused_naming_the_key(value, problem: str) -> None:
 class ScriptedQueue:
     """``tq.kv_list`` / ``tq.kv_clear`` of one prompt group whose two trajectories finish on the third read."""
 
-    def __init__(self, finish_on_read: int):
+    def __init__(self, finish_on_read: int, partition: str = "train"):
         self.finish_on_read = finish_on_read
+        self.partition = partition
         self.reads = 0
         self.cleared: list[list[str]] = []
 
@@ -91,7 +93,7 @@ class ScriptedQueue:
         items = {"u1": {"is_prompt": True, "status": "finished" if done else "running", "global_steps": 1}}
         if done:
             items |= {f"u1_s{i}_0": {"status": "finished", "global_steps": 1} for i in range(2)}
-        return {"train": items}
+        return {self.partition: items}
 
     def kv_clear(self, partition_id: str, keys: list[str]) -> None:
         self.cleared.append(keys)
@@ -108,7 +110,11 @@ def test_verls_sample_sleeps_the_configured_poll_and_is_timed(monkeypatch) -> No
     assert queue.reads == 3 and queue.cleared == [["u1"]]
     assert sorted(batch.keys) == ["u1_s0_0", "u1_s1_0"] and metrics == {}
     returned = last_sample_returned_at()
-    assert returned is not None and abs(returned - __import__("time").time()) < 5
+    assert returned is not None and abs(returned - time.time()) < 5
+    # a validation's sample (verl validates between the last step's sample and its metrics) leaves it alone
+    queue.reads, queue.partition = 0, "val"
+    buffer.sample(global_steps=1, partition_id="val", batch_size=1)
+    assert last_sample_returned_at() == returned
 
 
 ROWS = [  # two trajectories; the second folded into two segments (each row carries the trajectory's start)

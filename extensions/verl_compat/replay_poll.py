@@ -46,14 +46,17 @@ def poll_interval(config: Any) -> float | None:
 
 
 def last_sample_returned_at() -> float | None:
-    """``time.time()`` when the replay buffer's ``sample`` last returned in this process (the trainer), or None."""
+    """``time.time()`` when the replay buffer's ``sample`` last returned a training batch in this process (the
+    trainer), or None."""
     return _SAMPLED["returned_at"]
 
 
 @wrapt.decorator
 def _timed_sample(wrapped, instance, args, kwargs):
     result = wrapped(*args, **kwargs)
-    _SAMPLED["returned_at"] = time.time()
+    partition = kwargs.get("partition_id", args[1] if len(args) > 1 else None)
+    if partition == "train":  # a validation's sample (between a step's sample and its metrics) is not the step's
+        _SAMPLED["returned_at"] = time.time()
     return result
 
 

@@ -1,0 +1,202 @@
+"""Per-step CSV, summary table and plots of a scaling / trainer-mode comparison (``scripts/gpu/scale_hold.sh``).
+
+    python experiments/gsm8k_learn/scaling_report.py docs/results/long-tail-scaling-h200x4 sync_x1 colo_x1 sync_x2 sync_x4
+
+Each ``RESULTS/RUN`` holds verl's ``metrics.jsonl`` and the run's ``command.txt`` (GPUs, batch and mode are read
+from its overrides). Writes ``RESULTS/steps.csv`` (every run's steps), ``RESULTS/summary.csv`` and
+``RESULTS/summary.md`` (medians over steps ``--from`` (2) to the end: step 1 holds start-up and compilation),
+``RESULTS/phases.png`` (each run's median step split into its phases) and ``RESULTS/throughput.png``
+(trajectories per second, and step times). Throughput is the trajectories (prompts x rollout.n a step) of the
+steps summed, over their ``timing_s/step`` summed; tokens a second are verl's ``perf/throughput`` (per GPU) times
+the GPUs, weighted the same way. The other columns are medians.
+A step whose trainer validated before logging (``trainer.test_freq``) has no ``take_lag_s``: up to 0.3.0 the
+hook timed the validation's sample, not the step's.
+Needs matplotlib (``pip install -e '.[plots]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import statistics
+from pathlib import Path
+
+COLUMNS = {
+    "step_s": "timing_s/step",
+    "gen_s": "timing_s/gen",
+    "old_log_prob_s": "timing_s/old_log_prob",
+    "update_actor_s": "timing_s/update_actor",
+    "update_weights_s": "timing_s/update_weights",
+    "span_s": "longflow/rollout/span_s",
+    "take_lag_s": "longflow/rollout/take_lag_s",
+    "wall_max_s": "longflow/rollout/wall_s/max",
+    "wall_mean_s": "longflow/rollout/wall_s/mean",
+    "tokens": "perf/total_num_tokens",
+    "tokens_per_s_per_gpu": "perf/throughput",
+    "max_memory_allocated_gb": "actor/perf/max_memory_allocated_gb",
+    "staleness_mean": "training/off_policy/trajectory_staleness/mean",
+    "spans_max": "training/off_policy/trajectory_spans/max",
+    "score": "critic/score/mean",
+    "executed_calls": "longflow/executed_calls/mean",
+}
+PHASES = ("gen_s", "old_log_prob_s", "update_actor_s", "update_weights_s")
+SUMMARY = ("step_s", "gen_s", "span_s", "take_lag_s", "update_actor_s", "trajectories_per_s", "tokens_per_s")
+
+
+def run_setup(command: str) -> dict[str, object]:
+    """GPUs, prompts a step, rollout.n and trainer mode from a run's ``command.txt`` (presets, then overrides)."""
+
+    def override(key: str) -> str | None:
+        found = re.findall(rf"(?:^|\s){re.escape(key)}=(\S+)", command)
+        return found[-1] if found else None
+
+    preset = override("+gpus")
+    gpus = int(override("trainer.n_gpus_per_node") or (preset[1:] if preset else 1))
+    prompts = int(override("data.train_batch_size") or 16 * gpus)
+    test_freq = int(override("trainer.test_freq") or -1)
+    return {
+        "gpus": gpus,
+        "prompts": prompts,
+        "n": int(override("actor_rollout_ref.rollout.n") or 8),
+        "mode": override("+mode") or override("trainer.v1.trainer_mode") or "sync",
+        "test_freq": test_freq,
+    }
+
+
+def read_steps(run_dir: Path) -> list[dict[str, object]]:
+    setup = run_setup((run_dir / "command.txt").read_text())
+    rows = []
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        data = record.get("data", record)
+        if "timing_s/step" not in data:
+            continue
+        row: dict[str, object] = {
+            "run": run_dir.name,
+            "step": int(record.get("step", data.get("training/global_step"))),
+        }
+        row |= {k: setup[k] for k in ("gpus", "mode", "prompts")}
+        row |= {name: data.get(key) for name, key in COLUMNS.items()}
+        if setup["test_freq"] > 0 and row["step"] % setup["test_freq"] == 0:
+            row["take_lag_s"] = None
+        trajectories = setup["prompts"] * setup["n"]
+        row["trajectories"] = trajectories
+        row["trajectories_per_s"] = trajectories / row["step_s"]
+        row["tokens_per_s"] = (row["tokens_per_s_per_gpu"] or 0.0) * setup["gpus"]
+        rows.append(row)
+    return rows
+
+
+def median(rows: list[dict[str, object]], key: str) -> float | None:
+    values = [float(r[key]) for r in rows if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def summarise(runs: dict[str, list[dict[str, object]]], first: int) -> list[dict[str, object]]:
+    summary = []
+    for name, rows in runs.items():
+        kept = [r for r in rows if r["step"] >= first]
+        entry = {"run": name, "gpus": rows[0]["gpus"], "mode": rows[0]["mode"], "prompts": rows[0]["prompts"]}
+        entry["steps"] = f"{kept[0]['step']}-{kept[-1]['step']}"
+        entry |= {key: median(kept, key) for key in (*SUMMARY, *PHASES[1:], "max_memory_allocated_gb")}
+        seconds = sum(float(r["step_s"]) for r in kept)  # rates over the steps' total time, not a median of rates
+        entry["trajectories_per_s"] = sum(int(r["trajectories"]) for r in kept) / seconds
+        entry["tokens_per_s"] = sum(float(r["tokens_per_s"]) * float(r["step_s"]) for r in kept) / seconds
+        entry["gen_minus_span_max_s"] = max(float(r["gen_s"]) - float(r["span_s"]) for r in kept)
+        entry["tokens_per_s_per_gpu"] = entry["tokens_per_s"] / entry["gpus"]
+        summary.append(entry)
+    base = next((s for s in summary if s["gpus"] == 1 and s["mode"] == "sync"), None)
+    for entry in summary:
+        entry["speedup_vs_sync_1gpu"] = entry["trajectories_per_s"] / base["trajectories_per_s"] if base else None
+    return summary
+
+
+def write_csv(path: Path, rows: list[dict[str, object]]) -> None:
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def markdown(summary: list[dict[str, object]]) -> str:
+    head = (
+        "| run | GPUs | mode | prompts x 8 | steps | step s | gen s | real gen (span) s | take lag s | update s "
+        "| traj/s | x sync 1 GPU | tokens/s | tokens/s/GPU | actor mem GB |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    rows = [
+        f"| {s['run']} | {s['gpus']} | {s['mode']} | {s['prompts']} | {s['steps']} | {s['step_s']:.1f} | {s['gen_s']:.1f} "
+        f"| {s['span_s']:.1f} | {s['take_lag_s']:.3f} | {s['update_actor_s']:.1f} | {s['trajectories_per_s']:.2f} "
+        f"| {s['speedup_vs_sync_1gpu']:.2f} | {s['tokens_per_s']:,.0f} | {s['tokens_per_s_per_gpu']:,.0f} "
+        f"| {s['max_memory_allocated_gb']:.1f} |"
+        for s in summary
+    ]
+    return head + "\n".join(rows) + "\n"
+
+
+def plot(results: Path, summary: list[dict[str, object]], runs: dict[str, list[dict[str, object]]]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [s["run"] for s in summary]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bottom = [0.0] * len(summary)
+    for phase in PHASES:
+        values = [s[phase] or 0.0 for s in summary]
+        ax.bar(names, values, bottom=bottom, label=phase.removesuffix("_s").replace("_", " "))
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
+    other = [max(s["step_s"] - b, 0.0) for s, b in zip(summary, bottom, strict=True)]
+    ax.bar(names, other, bottom=bottom, label="other", color="lightgrey")
+    ax.set_ylabel("median seconds a step")
+    ax.set_title("Step time and its phases (long-tail tools)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(results / "phases.png", dpi=120)
+    plt.close(fig)
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+    sync = sorted((s for s in summary if s["mode"] == "sync"), key=lambda s: s["gpus"])
+    gpus = [s["gpus"] for s in sync]
+    left.plot(gpus, [s["trajectories_per_s"] for s in sync], "o-", label="sync, weak scaling")
+    left.plot(gpus, [sync[0]["trajectories_per_s"] * g for g in gpus], "k--", label="linear")
+    for s in summary:
+        if s["mode"] != "sync":
+            left.plot([s["gpus"]], [s["trajectories_per_s"]], "s", label=s["mode"])
+    left.set_xlabel("GPUs")
+    left.set_ylabel("trajectories / s (steps 2-10)")
+    left.set_xticks(gpus)
+    left.legend(fontsize=8)
+    for name, rows in runs.items():
+        right.plot([r["step"] for r in rows], [r["step_s"] for r in rows], "o-", label=name)
+    right.set_xlabel("step")
+    right.set_ylabel("seconds a step")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(results / "throughput.png", dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", type=Path)
+    ap.add_argument("runs", nargs="+")
+    ap.add_argument("--from", dest="first", type=int, default=2, help="first step of the medians (default 2)")
+    ap.add_argument("--no-plots", action="store_true")
+    args = ap.parse_args(argv)
+    runs = {name: read_steps(args.results / name) for name in args.runs}
+    write_csv(args.results / "steps.csv", [row for rows in runs.values() for row in rows])
+    summary = summarise(runs, args.first)
+    write_csv(args.results / "summary.csv", summary)
+    (args.results / "summary.md").write_text(markdown(summary))
+    if not args.no_plots:
+        plot(args.results, summary, runs)
+    print(markdown(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,83 @@
+"""experiments/gsm8k_learn/scaling_report.py: per-step rows, medians and speed-ups from verl's metrics files."""
+
+from __future__ import annotations
+
+import csv
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+SPEC = importlib.util.spec_from_file_location("scaling_report", ROOT / "experiments/gsm8k_learn/scaling_report.py")
+report = importlib.util.module_from_spec(SPEC)
+SPEC.loader.exec_module(report)
+
+
+def write_run(root: Path, name: str, command: str, steps: list[dict[str, float]]) -> None:
+    run = root / name
+    run.mkdir()
+    (run / "command.txt").write_text(f"# env: X=1\npython3 -m verl.trainer.main_ppo {command}\n")
+    lines = [json.dumps({"step": i, "data": data}) for i, data in enumerate(steps, start=1)]
+    lines.insert(1, json.dumps({"step": 1, "data": {"val-core/x": 0.5}}))  # a record without timing is skipped
+    (run / "metrics.jsonl").write_text("\n".join(lines) + "\n")
+
+
+def step(step_s: float, gen_s: float, span_s: float, lag: float, per_gpu: float) -> dict[str, float]:
+    return {
+        "timing_s/step": step_s,
+        "timing_s/gen": gen_s,
+        "timing_s/update_actor": 1.0,
+        "longflow/rollout/span_s": span_s,
+        "longflow/rollout/take_lag_s": lag,
+        "perf/throughput": per_gpu,
+        "actor/perf/max_memory_allocated_gb": 20.0,
+    }
+
+
+def test_setup_is_read_from_presets_and_overrides() -> None:
+    assert report.run_setup("a +gpus=x4 +mode=sync trainer.test_freq=-1") == {
+        "gpus": 4,
+        "prompts": 64,
+        "n": 8,
+        "mode": "sync",
+        "test_freq": -1,
+    }
+    assert (
+        report.run_setup("+gpus=x4 data.train_batch_size=16 +mode=colocate_async trainer.test_freq=3")["prompts"] == 16
+    )
+
+
+def test_medians_speedups_and_the_validated_steps_lag(tmp_path: Path) -> None:
+    write_run(
+        tmp_path,
+        "one",
+        "+gpus=x1 +mode=sync trainer.test_freq=3",
+        [step(60, 10, 9.9, 0.05, 100), step(16, 12, 11.9, 0.06, 1000), step(20, 16, 15.8, 70.0, 900)],
+    )
+    write_run(
+        tmp_path,
+        "two",
+        "+gpus=x2 +mode=sync trainer.test_freq=-1",
+        [step(70, 10, 9.9, 0.05, 100), step(20, 15, 14.9, 0.07, 800), step(24, 19, 18.9, 0.09, 700)],
+    )
+    assert report.main([str(tmp_path), "one", "two", "--no-plots"]) == 0
+    rows = list(csv.DictReader((tmp_path / "steps.csv").read_text().splitlines()))
+    assert [(r["run"], r["step"], r["take_lag_s"]) for r in rows] == [
+        ("one", "1", "0.05"),
+        ("one", "2", "0.06"),
+        ("one", "3", ""),  # step 3 validated: no lag
+        ("two", "1", "0.05"),
+        ("two", "2", "0.07"),
+        ("two", "3", "0.09"),
+    ]
+    summary = {r["run"]: r for r in csv.DictReader((tmp_path / "summary.csv").read_text().splitlines())}
+    assert float(summary["one"]["step_s"]) == 18.0 and float(summary["one"]["take_lag_s"]) == 0.06
+    assert float(summary["one"]["trajectories_per_s"]) == pytest.approx(256 / 36)
+    assert float(summary["two"]["trajectories_per_s"]) == pytest.approx(512 / 44)
+    assert float(summary["two"]["speedup_vs_sync_1gpu"]) == pytest.approx((512 / 44) / (256 / 36))
+    assert float(summary["two"]["tokens_per_s"]) == pytest.approx((1600 * 20 + 1400 * 24) / 44)
+    assert float(summary["one"]["gen_minus_span_max_s"]) == pytest.approx(0.2)
+    assert (tmp_path / "summary.md").read_text().startswith("| run | GPUs | mode |")
