@@ -265,7 +265,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         episode.add_turn("user", start, start, appended=False, **record)
         return episode.finish(Reason.RESPONSE_BUDGET, "no room left for the user's message")
 
-    # -- what needs the loop's server, parser and token merges ----------------------------
+    # -- the budget (a folding loop keeps a reserve) and the turn's server calls --------------
 
     def _room(self, episode: Episode) -> int:
         """Response tokens free for context messages (tool results, user messages)."""
