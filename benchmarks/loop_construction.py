@@ -53,6 +53,7 @@ def main() -> None:
     from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
 
     import extensions.custom_rollouts as cr
+    from extensions.episode import think_token_ids
     from extensions.loop_settings import parse_settings
     from extensions.verl_compat import agent_loop_registry
 
@@ -92,7 +93,7 @@ def main() -> None:
                 "parse_settings (cached)": cpu_us(lambda: parse_settings(own, entry=LONG_WORKFLOW), 3000),
                 "load_interactions (cached)": cpu_us(lambda: cr.load_interactions(settings.interaction_config_path)),
                 "end_token_ids": cpu_us(lambda: cr.end_token_ids(worker.tokenizer), 3000),
-                "think_token_ids": cpu_us(lambda: cr.think_token_ids(worker.tokenizer), 3000),
+                "think_token_ids": cpu_us(lambda: think_token_ids(worker.tokenizer), 3000),
                 "settings_from_trainer_config": cpu_us(lambda: cr.settings_from_trainer_config(worker.config), 3000),
             },
         }

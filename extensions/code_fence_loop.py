@@ -1,22 +1,33 @@
-"""The loop's side of code-fence tool calls (``extensions/code_fence.py``): caps, execution, records.
+"""The loop's side of code-fence tool calls (``extensions/code_fence.py``): the turn, caps, execution, records.
+
+``fenced_reply`` is one assistant turn of ``LongWorkflowAgent`` when its ``tool_parser`` is
+``code_fence``: generation pauses at closing fences, a closed block in a configured language runs,
+its output block is appended (mask 0) and generation resumes in the same turn.
 
 A closed block runs unless a cap is reached or the same code already ran in the trajectory
 (``refusal``); then its output block says "Not run: ..." (mask 0), so the model never has to
 invent one, and a model that repeats itself is told so instead of getting the same output again.
-
-``LongWorkflowAgent`` calls these from its generating state when its ``tool_parser`` is
-``code_fence``; each works on the trajectory's ``Episode`` and its tool session.
+Each function works on the trajectory's ``Episode`` and its tool session.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
-from extensions.code_fence import CodeFenceSettings, call_arguments
+from extensions.code_fence import (
+    Block,
+    CodeFenceSettings,
+    call_arguments,
+    invented_outputs,
+    output_block,
+    trailing_call,
+)
+from extensions.context_budget import append_tokens
 from extensions.episode import Episode, context_anchor, count_outcomes
 from extensions.errors import ConfigError, choices
 from extensions.loop_settings import LoopSettings
+from extensions.token_text import truncate_to_tokens
 from extensions.tool_session import ToolOutcome
 
 END_TOKENS = ("<|im_end|>", "<|endoftext|>")
@@ -74,14 +85,6 @@ async def run_block(episode: Episode, fence: CodeFenceSettings, code: str) -> To
     return await episode.tool_session.call(fence.tool, arguments, episode)
 
 
-def append_tokens(episode: Episode, token_ids: list[int]) -> None:
-    """Append context tokens (mask 0, log-prob 0) to the running stream."""
-    episode.prompt_ids = episode.prompt_ids + token_ids
-    episode.response_mask = episode.response_mask + [0] * len(token_ids)
-    if episode.response_logprobs:
-        episode.response_logprobs = episode.response_logprobs + [0.0] * len(token_ids)
-
-
 def record_inline_call(episode: Episode, outcome: ToolOutcome, start: int) -> None:
     """Count a block run inside the turn; its output is ``response[start:]``, and ``anchor`` fingerprints
     the context the turn's next step starts from (gigpo_turn's step groups)."""
@@ -101,3 +104,79 @@ def refuse_trailing_calls(episode: Episode, fence: CodeFenceSettings) -> None:
             episode.code_run.add(code.strip())
         else:
             episode.parse_errors.append(refused[1])
+
+
+# -- one fenced turn -----------------------------------------------------------------------
+
+NO_ROOM = "no room left for a code block's output"
+
+
+class FenceLoop(Protocol):
+    """What a fenced turn uses of its loop (``LongWorkflowAgent``; a folding loop overrides the budget)."""
+
+    fence: CodeFenceSettings
+    tokenizer: Any
+    tool_parser: Any
+    end_ids: frozenset[int]
+
+    async def _generate(self, episode: Episode, sampling_params: dict[str, Any], *, stop: bool = False) -> Any: ...
+
+    def _generation_budget(self, episode: Episode) -> int: ...
+
+    def _room(self, episode: Episode) -> int: ...
+
+
+def keep_pausing(fence: CodeFenceSettings, pauses: int) -> bool:
+    """Stop at closing fences (a block past a cap is answered "Not run", never left to be invented)
+    until the turn has paused absurdly often."""
+    return pauses < 4 * (fence.max_calls_per_turn + 2)
+
+
+async def fenced_reply(loop: FenceLoop, episode: Episode, sampling_params: dict[str, Any]) -> list[int]:
+    """One assistant turn's tokens, blocks run as they close (the module docstring of ``code_fence.py``).
+
+    A pause at a closing fence whose block is a call runs it and appends its output (mask 0);
+    a pause at any other fence resumes. The turn ends at an end token or when the budget is spent.
+    """
+    output = await loop._generate(episode, sampling_params, stop=keep_pausing(loop.fence, 0))
+    token_ids, pending, pauses = list(output.token_ids), list(output.token_ids), 0
+    while token_ids[-1] not in loop.end_ids:
+        if loop._generation_budget(episode) <= 0:
+            break
+        pauses += 1
+        text = loop.tool_parser.decode(pending)
+        block = trailing_call(text, loop.fence.languages)
+        if block is not None:
+            episode.num_invented_outputs += invented_outputs(text)
+            inserted = await run_inline(loop, episode, block, text)
+            if inserted is None:
+                return token_ids
+            token_ids, pending = token_ids + inserted, []
+        output = await loop._generate(episode, sampling_params, stop=keep_pausing(loop.fence, pauses))
+        token_ids, pending = token_ids + output.token_ids, pending + output.token_ids
+    episode.num_invented_outputs += invented_outputs(loop.tool_parser.decode(pending))
+    return token_ids
+
+
+async def run_inline(loop: FenceLoop, episode: Episode, block: Block, text: str) -> list[int] | None:
+    """Run one closed block and append its output block (mask 0); None if it does not fit.
+
+    Not even an empty output block fits: the code is not run. Its output does not fit: the code ran,
+    but the model never sees it, so it is not recorded as run (``code_run``) and may run again.
+    The turn then ends (``episode.out_of_room``); the generating state hands it on.
+    """
+    start, tokenizer, fence = len(episode.response_mask), loop.tokenizer, loop.fence
+    empty = tokenizer.encode(output_block("", after=text), add_special_tokens=False)
+    if len(empty) > loop._room(episode):
+        episode.out_of_room = NO_ROOM
+        return None
+    outcome = await run_block(episode, fence, block.code)
+    result = truncate_to_tokens(tokenizer, outcome.text, fence.max_output_tokens)
+    ids = tokenizer.encode(output_block(result, after=text), add_special_tokens=False)
+    if len(ids) > loop._room(episode):
+        episode.code_run.discard(block.code.strip())
+        episode.out_of_room = NO_ROOM
+        return None
+    append_tokens(episode, ids)
+    record_inline_call(episode, outcome, start)
+    return ids

@@ -102,6 +102,14 @@ async def append_context(
     return True
 
 
+def append_tokens(episode: Episode, token_ids: list[int]) -> None:
+    """Append context tokens already rendered (mask 0, log-prob 0): a code block's output, a fold's framing."""
+    episode.prompt_ids = episode.prompt_ids + token_ids
+    episode.response_mask = episode.response_mask + [0] * len(token_ids)
+    if episode.response_logprobs:
+        episode.response_logprobs = episode.response_logprobs + [0.0] * len(token_ids)
+
+
 PREFIX_IDS: dict[tuple, list[int]] = {}
 """Token ids of verl's synthetic Continuous Token prefixes (``verl_compat.cache_prefix_renders``)."""
 PREFIX_CACHE_SIZE = 256

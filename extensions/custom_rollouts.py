@@ -9,11 +9,13 @@ turns, and records why and how each trajectory ended. Per sample, by the dataset
 
 State machine: PENDING → GENERATING → (PROCESSING_TOOLS | INTERACTING) → GENERATING … →
 TERMINATED. Limits on assistant turns, tool rounds and user turns are counted separately.
-The class holds only the state handlers and what needs the loop's own objects (server,
-parser, token merges); the bookkeeping lives in plain functions of the modules that own
-it: ``episode`` (state, lifecycle, output), ``context_budget`` (room, fitting),
-``tool_session`` (tools of one trajectory). verl's private names are reached only
-through ``verl_compat``. How a trajectory flows through the pack: README.md.
+The class holds the state handlers and the few hooks a subclass overrides (the budget, what
+ends a trajectory, its outputs: ``folding_loop.FoldingWorkflowAgent``); the work lives in plain
+functions of the modules that own it: ``episode`` (state, lifecycle, output), ``assistant_turn``
+(one server call, its merge and parse), ``code_fence_loop`` (a turn that runs code blocks as they
+close), ``context_budget`` (room, fitting), ``tool_session`` (tools of one trajectory). verl's
+private names are reached only through ``verl_compat``. How a trajectory flows through the pack:
+README.md.
 """
 
 from __future__ import annotations
@@ -25,46 +27,33 @@ from uuid import uuid4
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 from verl.experimental.agent_loop.tool_agent_loop import ToolAgentLoop
-from verl.experimental.agent_loop.tool_parser import ToolParser
 from verl.utils.profiler import simple_timer
 from verl.utils.rollout_trace import rollout_trace_op
 
-from extensions.code_fence import STOP_STRINGS, invented_outputs, output_block, trailing_call
-from extensions.code_fence_loop import (
-    append_tokens,
-    code_fence_settings,
-    end_token_ids,
-    record_inline_call,
-    refuse_trailing_calls,
-    run_block,
-)
+from extensions.assistant_turn import generate_reply, masked_think_ids, parse_turn, request_params, tool_parser_for
+from extensions.code_fence_loop import code_fence_settings, end_token_ids, fenced_reply, refuse_trailing_calls
 from extensions.context_budget import append_context, cache_prefix_renders, fits, room_left
 from extensions.engine_rules import check_loop_stop_strings
 from extensions.episode import (
     Episode,
     Phase,
-    absorb_generation,
     after_assistant,
     build_output,
     close_episode,
     context_anchor,
     keep_calls,
-    mask_thinking,
     open_episode,
     record_tool_round,
     sample_label,
-    think_token_ids,
     user_turn_limit,
 )
-from extensions.errors import ConfigError, choices
 from extensions.interactions.registry import load_interactions
 from extensions.loop_settings import VERL_LOOP_KWARGS, LoopSettings, parse_settings
 from extensions.records_schema import Reason
 from extensions.rewards.turns import settings_from_trainer_config
-from extensions.token_text import truncate_to_tokens
-from extensions.tool_session import result_messages, run_calls, tool_message, tool_schemas
+from extensions.tool_session import check_tool_selection, result_messages, run_calls, tool_message, tool_schemas
 from extensions.tools.submit import submission
-from extensions.verl_compat import build_assistant_message, tool_parser_registry
+from extensions.verl_compat import build_assistant_message
 
 logger = logging.getLogger(__name__)
 
@@ -91,33 +80,18 @@ class LongWorkflowAgent(ToolAgentLoop):
         self.max_assistant_turns, self.max_user_turns = s.max_assistant_turns, s.max_user_turns
         self.max_parallel_calls = s.max_parallel_calls or self.max_parallel_calls
         self.interactions = load_interactions(s.interaction_config_path) if s.interaction_config_path else {}
-        if unknown := [t for t in s.tool_selection or [] if t not in self.tools]:
-            raise ConfigError(
-                f"agent loop {name!r}: tool_selection {unknown} not configured; tools: {choices(self.tools)}"
-            )
+        check_tool_selection(s.tool_selection, self.tools, entry=name)
         if s.tool_parser:
-            self.tool_parser, self.tool_parser_name = self._parser(s.tool_parser), s.tool_parser
+            self.tool_parser = tool_parser_for(s.tool_parser, self.tokenizer, entry=name)
+            self.tool_parser_name = s.tool_parser
         self.fence = code_fence_settings(s, self.tool_parser_name, name, self.tools)
         if self.fence is not None:
             self.tool_parser.configure(self.fence)
         check_loop_stop_strings(self.config.actor_rollout_ref.rollout, name, self.fence, self.interactions)
         self.end_ids = end_token_ids(self.tokenizer)
-        self.think_ids = think_token_ids(self.tokenizer)
-        if self.think_ids is None and not s.thinking_in_loss:
-            raise ConfigError(
-                f"agent loop {name!r}: thinking_in_loss: false needs <think> and </think> "
-                "to be single tokens of the tokenizer; this tokenizer has no such tokens"
-            )
+        self.think_ids = masked_think_ids(self.tokenizer, s.thinking_in_loss, entry=name)
         cache_prefix_renders(self.continuous_token_builder)
         self.reward_settings = settings_from_trainer_config(self.config)
-
-    def _parser(self, name: str) -> Any:
-        registry = tool_parser_registry()
-        if name not in registry:
-            raise ConfigError(
-                f"agent loop {self.agent_name!r}: tool_parser {name!r} is not registered; valid: {choices(registry)}"
-            )
-        return ToolParser.get_tool_parser(name, self.tokenizer)
 
     # -- the state machine -------------------------------------------------------------
 
@@ -211,7 +185,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         anchor = context_anchor(episode.prompt_ids)
         episode.assistant_turns += 1
         token_ids = await self._reply(episode, sampling_params)
-        content, calls, errors = await self._parse(token_ids)
+        content, calls, errors = await parse_turn(self.tool_parser, token_ids, self.tools)
         episode.last_assistant_ids = token_ids
         keep_calls(episode, calls, errors, self.max_parallel_calls)
         if self.fence is not None:
@@ -274,7 +248,7 @@ class LongWorkflowAgent(ToolAgentLoop):
         episode.turn_scores.append(float(score))
         record = {"latency_s": round(time.perf_counter() - started, 6), "score": float(score), "text": text}
         limits = {"max_user_turns": self.max_user_turns, "max_assistant_turns": self.max_assistant_turns}
-        reason, detail = (Reason.INTERACTION_DONE if stop else user_turn_limit(episode, **limits)), None
+        reason = Reason.INTERACTION_DONE if stop else user_turn_limit(episode, **limits)
         if reason is None:
             message = [{"role": "user", "content": text}]
             merge, room = self.ct_merge_context_msg, self._room(episode)
@@ -284,14 +258,14 @@ class LongWorkflowAgent(ToolAgentLoop):
                 return Phase.GENERATING
             return self._user_message_without_room(episode, start, record)
         episode.add_turn("user", start, start, appended=False, **record)
-        return episode.finish(reason, detail)
+        return episode.finish(reason)
 
     def _user_message_without_room(self, episode: Episode, start: int, record: dict[str, Any]) -> Phase:
         """The user's message does not fit: it is recorded, not appended, and the trajectory ends."""
         episode.add_turn("user", start, start, appended=False, **record)
         return episode.finish(Reason.RESPONSE_BUDGET, "no room left for the user's message")
 
-    # -- what needs the loop's server, parser and token merges ----------------------------
+    # -- the budget (a folding loop keeps a reserve) and the turn's server calls --------------
 
     def _room(self, episode: Episode) -> int:
         """Response tokens free for context messages (tool results, user messages)."""
@@ -306,106 +280,17 @@ class LongWorkflowAgent(ToolAgentLoop):
         return episode.finish(Reason.RESPONSE_BUDGET, detail)
 
     async def _reply(self, episode: Episode, sampling_params: dict[str, Any]) -> list[int]:
-        """One assistant turn's tokens; with ``code_fence``, blocks run as they close (module docstring there).
-
-        A pause at a closing fence whose block is a call runs it and appends its output (mask 0);
-        a pause at any other fence resumes. The turn ends at an end token or when the budget is spent.
-        """
-        output = await self._generate(episode, sampling_params, stop=self._pause_at_fences(episode, 0))
-        token_ids, pending, pauses = list(output.token_ids), list(output.token_ids), 0
-        while self.fence is not None and token_ids[-1] not in self.end_ids:
-            if self._generation_budget(episode) <= 0:
-                break
-            pauses += 1
-            text = self.tool_parser.decode(pending)
-            block = trailing_call(text, self.fence.languages)
-            if block is not None:
-                episode.num_invented_outputs += invented_outputs(text)
-                inserted = await self._run_inline(episode, block, text)
-                if inserted is None:
-                    return token_ids
-                token_ids, pending = token_ids + inserted, []
-            output = await self._generate(episode, sampling_params, stop=self._pause_at_fences(episode, pauses))
-            token_ids, pending = token_ids + output.token_ids, pending + output.token_ids
+        """One assistant turn's tokens; with ``code_fence``, blocks run as they close (``code_fence_loop.fenced_reply``)."""
         if self.fence is not None:
-            episode.num_invented_outputs += invented_outputs(self.tool_parser.decode(pending))
-        return token_ids
-
-    def _pause_at_fences(self, episode: Episode, pauses: int) -> bool:
-        """Stop at closing fences (a block past a cap is answered "Not run", never left to be invented)
-        until the turn has paused absurdly often."""
-        return self.fence is not None and pauses < 4 * (self.fence.max_calls_per_turn + 2)
-
-    async def _run_inline(self, episode: Episode, block: Any, text: str) -> list[int] | None:
-        """Run one closed block and append its output block (mask 0); None if it does not fit.
-
-        Not even an empty output block fits: the code is not run. Its output does not fit: the code ran,
-        but the model never sees it, so it is not recorded as run (``code_run``) and may run again.
-        """
-        start = len(episode.response_mask)
-        empty = self.tokenizer.encode(output_block("", after=text), add_special_tokens=False)
-        if len(empty) > self._room(episode):  # the turn ends here; _handle_generating_state hands it on
-            episode.out_of_room = "no room left for a code block's output"
-            return None
-        outcome = await run_block(episode, self.fence, block.code)
-        result = truncate_to_tokens(self.tokenizer, outcome.text, self.fence.max_output_tokens)
-        ids = self.tokenizer.encode(output_block(result, after=text), add_special_tokens=False)
-        if len(ids) > self._room(episode):
-            episode.code_run.discard(block.code.strip())
-            episode.out_of_room = "no room left for a code block's output"
-            return None
-        append_tokens(episode, ids)
-        record_inline_call(episode, outcome, start)
-        return ids
+            return await fenced_reply(self, episode, sampling_params)
+        return list((await self._generate(episode, sampling_params)).token_ids)
 
     async def _generate(
         self, episode: Episode, sampling_params: dict[str, Any], *, stop: bool = False, max_tokens: int | None = None
     ) -> Any:
-        """One server call with ``max_tokens`` = the budget left (or less), the parser's stop tokens, the fence stop.
-
-        The reply is merged into the stream (mask 1; ``<think>`` 0 if not in the loss).
-        """
+        """One server call with ``max_tokens`` = the budget left (or less), the parser's stop tokens, the fence stop;
+        the reply is merged into the stream (``assistant_turn.generate_reply``)."""
         budget = self._generation_budget(episode) if max_tokens is None else max_tokens
-        params = {**sampling_params, "max_tokens": budget}
-        if stop:
-            params["stop"] = sorted(set(params.get("stop") or []) | set(STOP_STRINGS))
-        if self.tool_parser.stop_token_ids:
-            params["stop_token_ids"] = sorted(
-                set(params.get("stop_token_ids") or []) | set(self.tool_parser.stop_token_ids)
-            )
-        with simple_timer("generate_sequences", episode.metrics):
-            output = await self.server_manager.generate(
-                request_id=episode.request_id, prompt_ids=episode.prompt_ids, sampling_params=params
-            )
-        absorb_generation(episode, output)
-        if not output.token_ids:
-            raise RuntimeError("the server returned an empty response (0 tokens)")
-        await self._merge_assistant(episode, output)
-        return output
-
-    async def _merge_assistant(self, episode: Episode, output: Any) -> None:
-        """Append the reply's tokens exactly as generated (mask 1; ``<think>`` 0 if not in the loss)."""
-        episode.response_ids = output.token_ids
-        use_logprobs = bool(episode.response_logprobs or output.log_probs)
-        merge, mask, logprobs = await self.ct_merge_assistant_token(
-            episode.prompt_ids,
-            output.token_ids,
-            episode.response_mask,
-            episode.response_logprobs if use_logprobs else None,
-            assistant_logprobs=output.log_probs or None,
-        )
-        if not self.settings.thinking_in_loss and self.think_ids:
-            mask_thinking(mask, output.token_ids, self.think_ids)
-        episode.prompt_ids, episode.response_mask = merge.token_ids, mask
-        if logprobs is not None:
-            episode.response_logprobs = logprobs
-
-    async def _parse(self, token_ids: list[int]) -> tuple[str, list[Any], list[str]]:
-        """(content, calls, errors): the pack's parsers report errors; verl's report none."""
-        detailed = getattr(self.tool_parser, "extract_tool_calls_detailed", None)
-        schemas = [t.tool_schema for t in self.tools.values()]
-        if detailed is not None:
-            result = await detailed(token_ids, schemas)
-            return result.content, list(result.calls), list(result.errors)
-        content, calls = await self.tool_parser.extract_tool_calls(token_ids, schemas)
-        return content, list(calls), []
+        stop_ids = self.tool_parser.stop_token_ids
+        params = request_params(sampling_params, budget, pause_at_fences=stop, stop_token_ids=stop_ids)
+        return await generate_reply(self.server_manager, episode, params, self.ct_merge_assistant_token, self.think_ids)

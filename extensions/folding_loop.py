@@ -30,8 +30,7 @@ from typing import Any
 
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
-from extensions.code_fence_loop import append_tokens
-from extensions.context_budget import append_context
+from extensions.context_budget import append_context, append_tokens
 from extensions.custom_rollouts import LongWorkflowAgent
 from extensions.episode import Episode, Phase, context_anchor
 from extensions.errors import ConfigError
@@ -78,6 +77,22 @@ def template_tokens(tokenizer: Any, instruction: str) -> TemplateTokens:
     return by_instruction[instruction]
 
 
+def end_turn_for_request(episode: Episode, template: TemplateTokens, end_ids: frozenset[int]) -> None:
+    """Make the stream end where a user message may follow: take back the assistant-turn opening that
+    tool results or a user message end with (and shorten that turn's record), or close a turn the
+    reserve cut off."""
+    k = len(template.generation_prompt)
+    if k and len(episode.response_mask) >= k and episode.prompt_ids[-k:] == template.generation_prompt:
+        end = len(episode.response_mask)
+        episode.prompt_ids, episode.response_mask = episode.prompt_ids[:-k], episode.response_mask[:-k]
+        if episode.response_logprobs:
+            episode.response_logprobs = episode.response_logprobs[:-k]
+        if episode.turns and episode.turns[-1]["span"][1] == end:
+            episode.turns[-1]["span"] = [episode.turns[-1]["span"][0], end - k]
+    elif episode.prompt_ids and episode.prompt_ids[-1] not in end_ids:
+        append_tokens(episode, template.turn_closing)
+
+
 class FoldingWorkflowAgent(LongWorkflowAgent):
     """LongWorkflowAgent with context folding (``fold:`` settings, ``extensions/folding.py``)."""
 
@@ -85,8 +100,8 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         super().__init__(*args, name=name, **kwargs)
         self.fold = parse_fold_settings(fold, entry=name)
         self.window = self.fold.window_tokens or self.prompt_length + self.response_length
-        template = template_tokens(self.tokenizer, self.fold.instruction)
-        instruction = template.instruction_tokens
+        self.template = template_tokens(self.tokenizer, self.fold.instruction)
+        instruction = self.template.instruction_tokens
         prefix = self.fold.summary_prefix
         self.summary_prefix_ids = self.tokenizer.encode(prefix, add_special_tokens=False) if prefix else []
         self.fold_reserve = instruction + FRAMING + len(self.summary_prefix_ids) + self.fold.summary_max_tokens
@@ -98,7 +113,6 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
                 f"{MIN_TURN_TOKENS} of rollout.response_length={self.response_length} for a turn; lower "
                 "summary_max_tokens or raise response_length"
             )
-        self.turn_closing, self.generation_prompt = template.turn_closing, template.generation_prompt
         self._due: str | None = None  # a fold asked for by _out_of_budget (verl builds one loop per sample)
         self._started_past = False  # this segment's first prompt was already past the context trigger
         self._carried_user: str | None = None  # a user message that had no room, for the next segment
@@ -187,7 +201,27 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         self._due = None
         task = episode.messages[: episode.task_messages]
         observation = last_observation(episode.messages[episode.task_messages :])
-        self._end_turn_for_request(episode)
+        end_turn_for_request(episode, self.template, self.end_ids)
+        if not await self._ask_for_summary(episode):
+            return episode.finish(Reason.RESPONSE_BUDGET, "no room left for the fold instruction")
+        summary, summary_tokens = await self._summary(episode, sampling_params)
+        carried = [{"role": "user", "content": self._carried_user}] if self._carried_user is not None else []
+        self._carried_user = None
+        keep = self.fold.observation_max_tokens if observation and self.fold.carry_last_observation else 0
+        messages, prompt_ids = await self._next_prompt(episode, task, summary, observation, keep, carried)
+        if len(prompt_ids) > self.prompt_length:
+            detail = (
+                f"the next segment's prompt has {len(prompt_ids)} tokens; rollout.prompt_length is {self.prompt_length}"
+            )
+            return episode.finish(Reason.PROMPT_TOO_LONG, detail)
+        self._close_segment(episode, trigger, summary_tokens=summary_tokens)
+        episode.messages, episode.prompt_ids = messages, prompt_ids
+        episode.user_turns += len(carried)  # a carried user message counts once it reaches the prompt
+        self._started_past = self._past_trigger(episode)
+        return Phase.GENERATING
+
+    async def _ask_for_summary(self, episode: Episode) -> bool:
+        """Append the fold instruction (a user turn) and the loop's ``summary_prefix``; False if they have no room."""
         start = len(episode.response_mask)
         instruction = [{"role": "user", "content": self.fold.instruction}]
         room = self.response_length - len(episode.response_mask)
@@ -195,11 +229,15 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         if not await append_context(
             self.ct_merge_context_msg, self.tokenizer, episode, instruction, room=room, shrink=False
         ):
-            return episode.finish(Reason.RESPONSE_BUDGET, "no room left for the fold instruction")
+            return False
         append_tokens(episode, self.summary_prefix_ids)  # the loop's opening of the reply: part of the request
         episode.add_turn(
             "user", start, len(episode.response_mask), appended=True, text=self.fold.instruction, fold=True
         )
+        return True
+
+    async def _summary(self, episode: Episode, sampling_params: dict[str, Any]) -> tuple[str, int]:
+        """The policy's reply to the fold request, recorded as an assistant turn: (summary, reply tokens)."""
         start, started, anchor = len(episode.response_mask), time.perf_counter(), context_anchor(episode.prompt_ids)
         cap = min(self.fold.summary_max_tokens, self.response_length - len(episode.response_mask))
         output = await self._generate(episode, sampling_params, max_tokens=cap)
@@ -214,20 +252,7 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
             summary=True,
             summary_tagged=tagged,
         )
-        carried = [{"role": "user", "content": self._carried_user}] if self._carried_user is not None else []
-        self._carried_user = None
-        keep = self.fold.observation_max_tokens if observation and self.fold.carry_last_observation else 0
-        messages, prompt_ids = await self._next_prompt(episode, task, summary, observation, keep, carried)
-        if len(prompt_ids) > self.prompt_length:
-            detail = (
-                f"the next segment's prompt has {len(prompt_ids)} tokens; rollout.prompt_length is {self.prompt_length}"
-            )
-            return episode.finish(Reason.PROMPT_TOO_LONG, detail)
-        self._close_segment(episode, trigger, summary_tokens=len(output.token_ids))
-        episode.messages, episode.prompt_ids = messages, prompt_ids
-        episode.user_turns += len(carried)  # a carried user message counts once it reaches the prompt
-        self._started_past = self._past_trigger(episode)
-        return Phase.GENERATING
+        return summary, len(output.token_ids)
 
     async def _next_prompt(
         self, episode: Episode, task: list[dict[str, Any]], summary: str, observation: str | None, keep: int,
@@ -246,21 +271,6 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
             if over <= 0 or carry is None:
                 return messages, prompt_ids
             keep = max(0, keep - over - FRAMING)  # shrink by the overflow (and the cut marker); 0: leave it out
-
-    def _end_turn_for_request(self, episode: Episode) -> None:
-        """Make the stream end where a user message may follow: take back the assistant-turn opening that
-        tool results or a user message end with (and shorten that turn's record), or close a turn the
-        reserve cut off."""
-        k = len(self.generation_prompt)
-        if k and len(episode.response_mask) >= k and episode.prompt_ids[-k:] == self.generation_prompt:
-            end = len(episode.response_mask)
-            episode.prompt_ids, episode.response_mask = episode.prompt_ids[:-k], episode.response_mask[:-k]
-            if episode.response_logprobs:
-                episode.response_logprobs = episode.response_logprobs[:-k]
-            if episode.turns and episode.turns[-1]["span"][1] == end:
-                episode.turns[-1]["span"] = [episode.turns[-1]["span"][0], end - k]
-        elif episode.prompt_ids and episode.prompt_ids[-1] not in self.end_ids:
-            append_tokens(episode, self.turn_closing)
 
     def _close_segment(self, episode: Episode, trigger: str, *, summary_tokens: int) -> None:
         """The segment so far as its own output (reason ``folded``); the running stream starts afresh."""

