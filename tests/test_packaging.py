@@ -107,7 +107,7 @@ def test_setup_installs_the_test_and_embedded_extras_at_the_ci_versions() -> Non
     assert "requirements/ci-constraints.txt" in setup.split("want=")[1].split("\n")[0]  # a new freeze reinstalls
 
 
-def _exclude_newer() -> str:
+def _wheelhouse_cutoff() -> str:
     """The resolution cut-off of the GPU wheelhouse (scripts/gpu/build_wheelhouse.sh), for the same answer every day."""
     text = (ROOT / "scripts" / "gpu" / "build_wheelhouse.sh").read_text()
     match = re.search(r"LONGFLOW_EXCLUDE_NEWER:-([^}]+)\}", text)
@@ -123,42 +123,45 @@ def _pypi_unreachable() -> str | None:
     return None
 
 
+def _compile(requirements: list[str], folder: Path, name: str, cutoff: str) -> subprocess.Popen:
+    """``uv pip compile`` of ``requirements`` into ``folder/name.txt``, for CPython 3.12 on x86_64 Linux, started."""
+    (folder / f"{name}.in").write_text("\n".join(requirements) + "\n")
+    command = [
+        sys.executable,
+        "-m",
+        "uv",
+        "pip",
+        "compile",
+        str(folder / f"{name}.in"),
+        "-o",
+        str(folder / f"{name}.txt"),
+    ]
+    command += [*TARGET, "--exclude-newer", cutoff, "--no-header", "--no-annotate", "--quiet"]
+    command += ["--python", sys.executable, "--no-python-downloads"]  # builds antlr4's sdist for its metadata
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 @pytest.mark.network
-def test_the_pack_moves_no_version_of_verl_vllm_own_resolution(tmp_path: Path) -> None:
-    """Resolve ``verl[vllm]==0.9.1`` alone, then with the pack's runtime requirements (extras left out), both with
-    uv for CPython 3.12 on x86_64 Linux: every package of the first keeps its version in the second."""
+@pytest.mark.parametrize("cutoff", ["wheelhouse", "2026-10-01T00:00:00Z"])
+def test_the_pack_moves_no_version_of_verl_vllm_own_resolution(tmp_path: Path, cutoff: str) -> None:
+    """Resolve ``verl[vllm]==0.9.1`` alone, then with the pack's runtime requirements (extras left out): every package
+    of the first keeps its version in the second. With PyPI as of the GPU wheelhouse's cut-off, and as of an earlier
+    day, for a lab that installed verl then."""
     if importlib.util.find_spec("uv") is None:
         pytest.skip('uv is not installed (pip install -e ".[test]"): the resolution against verl[vllm] was NOT checked')
     if reason := _pypi_unreachable():
         pytest.skip(reason)
-    inputs = {"verl": ["verl[vllm]==0.9.1"], "pack": ["verl[vllm]==0.9.1", *map(str, _runtime())]}
-    procs = {}
-    for key, lines in inputs.items():
-        (tmp_path / f"{key}.in").write_text("\n".join(lines) + "\n")
-        command = [
-            sys.executable,
-            "-m",
-            "uv",
-            "pip",
-            "compile",
-            str(tmp_path / f"{key}.in"),
-            "-o",
-            str(tmp_path / f"{key}.txt"),
-        ]
-        command += [*TARGET, "--exclude-newer", _exclude_newer(), "--no-header", "--no-annotate", "--quiet"]
-        command += ["--python", sys.executable, "--no-python-downloads"]  # builds antlr4's sdist for its metadata
-        procs[key] = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for key, proc in procs.items():
+    cutoff = _wheelhouse_cutoff() if cutoff == "wheelhouse" else cutoff
+    verl = ["verl[vllm]==0.9.1"]
+    procs = {"alone": _compile(verl, tmp_path, "alone", cutoff)}
+    procs["with_pack"] = _compile([*verl, *map(str, _runtime())], tmp_path, "with_pack", cutoff)
+    for name, proc in procs.items():
         output, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0, f"uv pip compile of {inputs[key]} failed:\n{output}"
-    alone, together = (_pins((tmp_path / f"{key}.txt").read_text()) for key in inputs)
+        assert proc.returncode == 0, f"uv pip compile of {tmp_path / name}.in (as of {cutoff}) failed:\n{output}"
+    alone, together = (_pins((tmp_path / f"{name}.txt").read_text()) for name in procs)
     assert len(alone) > 200 and "vllm" in alone
-    moved = {
-        name: f"{version} -> {together.get(name, 'removed')}"
-        for name, version in alone.items()
-        if together.get(name) != version
-    }
-    assert moved == {}, f"the pack's requirements change verl[vllm]==0.9.1's own resolution: {moved}"
+    moved = {name: f"{v} -> {together.get(name, 'removed')}" for name, v in alone.items() if together.get(name) != v}
+    assert moved == {}, f"as of {cutoff}, the pack's requirements move verl[vllm]==0.9.1's own resolution: {moved}"
 
 
 def test_without_the_embedded_extra_the_errors_say_how_to_install_it(
