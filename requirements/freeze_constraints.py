@@ -1,5 +1,5 @@
-"""Write requirements/ci-constraints.txt: the exact version, in this environment, of every package that the pack, its
-``test`` and its ``embedded`` extras need (the closure of pyproject.toml's requirements through the installed metadata).
+"""Write requirements/ci-constraints.txt: the exact version, in this environment, of every package that the pack and the
+extras scripts/setup.sh installs need (the closure of pyproject.toml's requirements through the installed metadata).
 
     .venv/bin/python requirements/freeze_constraints.py    # in an environment where the test suite passed
 
@@ -11,6 +11,7 @@ not installed or its installed version is outside the range asked for. Local ver
 
 from __future__ import annotations
 
+import re
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -26,20 +27,28 @@ except ModuleNotFoundError:  # Python 3.10
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "requirements" / "ci-constraints.txt"
-EXTRAS = ("test", "embedded")
 HEADER = """\
-# Exact versions CI installs: `pip install -e ".[test,embedded]" -c requirements/ci-constraints.txt` (scripts/setup.sh).
+# Exact versions CI installs: `pip install -e ".[EXTRAS]" -c requirements/ci-constraints.txt` (scripts/setup.sh).
 # The environment the test suite passed in, written by `.venv/bin/python requirements/freeze_constraints.py`;
 # regenerate it after changing pyproject.toml's dependencies. A lab's own environment is held only to pyproject's ranges.
 """
 
 
+def setup_extras() -> list[str]:
+    """The extras scripts/setup.sh installs with these constraints (``-e ".[test,embedded]" -c ...``)."""
+    setup = (ROOT / "scripts" / "setup.sh").read_text()
+    match = re.search(r'-e "\.\[([\w,-]+)\]" -c requirements/ci-constraints\.txt', setup)
+    if match is None:
+        raise SystemExit('scripts/setup.sh no longer installs -e ".[...]" -c requirements/ci-constraints.txt')
+    return match.group(1).split(",")
+
+
 def roots() -> list[Requirement]:
-    """pyproject.toml's runtime requirements and those of ``EXTRAS``, the pack's own extras expanded."""
+    """pyproject.toml's runtime requirements and those of setup.sh's extras, the pack's own extras expanded."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     own = canonicalize_name(project["name"])
     reqs = [Requirement(r) for r in project["dependencies"]]
-    extras, seen = list(EXTRAS), set()
+    extras, seen = setup_extras(), set()
     while extras:
         extra = extras.pop()
         if extra in seen:
@@ -87,7 +96,8 @@ def closure(reqs: list[Requirement]) -> dict[str, str]:
 
 def main() -> int:
     pinned = closure(roots())
-    OUT.write_text(HEADER + "".join(f"{name}=={version}\n" for name, version in sorted(pinned.items())))
+    header = HEADER.replace("EXTRAS", ",".join(setup_extras()))
+    OUT.write_text(header + "".join(f"{name}=={version}\n" for name, version in sorted(pinned.items())))
     print(f"wrote {OUT.relative_to(ROOT)}: {len(pinned)} packages", file=sys.stderr)
     return 0
 

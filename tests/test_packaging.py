@@ -23,6 +23,8 @@ from setuptools.config.pyprojecttoml import apply_configuration, load_file
 from setuptools.dist import Distribution
 from setuptools.warnings import SetuptoolsDeprecationWarning
 
+from tests.scripts import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -85,10 +87,10 @@ def test_runtime_dependencies_are_ranges_but_verl() -> None:
 
 
 def test_ci_constraints_pin_every_requirement_inside_its_range() -> None:
+    """Of the pack and every extra scripts/setup.sh installs (the pack's own extras expanded)."""
     pins = _pins(CONSTRAINTS.read_text())
     own = canonicalize_name(_project()["name"])
-    extras = _project()["optional-dependencies"]
-    reqs = [*_runtime(), *(Requirement(r) for e in ("test", "embedded") for r in extras[e])]
+    reqs = load_script("freeze_constraints", "requirements").roots()
     problems = []
     for req in reqs:
         name = canonicalize_name(req.name)
@@ -103,7 +105,7 @@ def test_ci_constraints_pin_every_requirement_inside_its_range() -> None:
 
 def test_setup_installs_the_test_and_embedded_extras_at_the_ci_versions() -> None:
     setup = (ROOT / "scripts" / "setup.sh").read_text()
-    assert 'pip install -q -e ".[test,embedded]" -c requirements/ci-constraints.txt' in setup
+    assert {"test", "embedded"} <= set(load_script("freeze_constraints", "requirements").setup_extras())
     assert "requirements/ci-constraints.txt" in setup.split("want=")[1].split("\n")[0]  # a new freeze reinstalls
 
 
