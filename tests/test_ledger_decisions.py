@@ -1,4 +1,4 @@
-"""scripts/ledger_decisions.py: the engine's probability of each tool choice after a page, read from the records."""
+"""experiments/ledger_folding/analysis/ledger_decisions.py: the engine's probability of each tool choice after a page, read from the records."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 
 from extensions.qwen_tokenizer import build_qwen_tokenizer
-from tests.scripts import load_script
+from tests.scripts import LEDGER_ANALYSIS, load_script
 
 
 def call(name: str, args: str) -> str:
@@ -17,7 +17,7 @@ def call(name: str, args: str) -> str:
 
 
 def test_the_choice_after_each_full_page_is_read_with_its_probability(tmp_path: Path, capsys) -> None:
-    ld = load_script("ledger_decisions")
+    ld = load_script("ledger_decisions", LEDGER_ANALYSIS)
     tok = build_qwen_tokenizer()
     read, submit = tok.encode(call("read_page", '{"page": 2}')), tok.encode(call("submit_answer", '{"answer": 7}'))
     k_read, k_submit = ld.name_token(tok, read), ld.name_token(tok, submit)

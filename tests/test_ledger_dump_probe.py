@@ -1,4 +1,4 @@
-"""scripts/ledger_dump_probe.py: a training-rollout dump's text back to the chat template's, and its decision point."""
+"""experiments/ledger_folding/analysis/ledger_dump_probe.py: a training-rollout dump's text back to the chat template's, and its decision point."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 from transformers import AutoTokenizer
 
-from tests.scripts import load_script
+from tests.scripts import LEDGER_ANALYSIS, load_script
 
 PAGE = (
     "<tool_response>\nLedger page {k} of 30\nT1 | 5 |{flag}\nEnd of page {k} of 30. If the DISPUTED transaction is on "
@@ -19,7 +19,7 @@ def call(name: str, args: dict) -> str:
 
 
 def test_the_dumps_text_gets_its_chat_markers_back_and_the_decision_after_the_flag_is_found(qwen_dir) -> None:
-    probe = load_script("ledger_dump_probe")
+    probe = load_script("ledger_dump_probe", LEDGER_ANALYSIS)
     tok = AutoTokenizer.from_pretrained(qwen_dir)
     messages = [
         {"role": "system", "content": "You are a careful bookkeeper."},

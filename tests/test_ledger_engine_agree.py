@@ -1,4 +1,4 @@
-"""scripts/ledger_engine_agree.py: the driver's records and verl's validation dump compared ledger by ledger, as text."""
+"""experiments/ledger_folding/analysis/ledger_engine_agree.py: the driver's records and verl's validation dump compared ledger by ledger, as text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from extensions.qwen_tokenizer import build_qwen_tokenizer
-from tests.scripts import load_script
+from tests.scripts import LEDGER_ANALYSIS, load_script
 
 TOKENIZER = build_qwen_tokenizer(qwen3_tokens=False)
 
@@ -54,7 +54,7 @@ READ = '<tool_call>\n{"name": "read_page", "arguments": {"page": 1}}\n</tool_cal
 
 
 def test_the_same_greedy_text_agrees_and_a_changed_last_segment_is_named(tmp_path: Path, capsys) -> None:
-    agree = load_script("ledger_engine_agree")
+    agree = load_script("ledger_engine_agree", LEDGER_ANALYSIS)
     x, y = "T1 | 11 | DISPUTED", "T2 | 5"
     x_texts = [READ + page_one(x) + "\n</tool_response>", "submit 11"]
     driver = write(
@@ -74,7 +74,7 @@ def test_the_same_greedy_text_agrees_and_a_changed_last_segment_is_named(tmp_pat
 
 
 def test_runs_over_different_ledgers_are_refused(tmp_path: Path) -> None:
-    agree = load_script("ledger_engine_agree")
+    agree = load_script("ledger_engine_agree", LEDGER_ANALYSIS)
     texts = [READ + page_one("T1 | 11"), "submit 11"]
     a = write(tmp_path / "a.jsonl.xz", [driver_record(0, "T1 | 11", "11", texts, 1.0)])
     b = write(tmp_path / "b.jsonl.xz", dump_rows("a", "T1 | 11", "12", texts, 0.0))

@@ -1,4 +1,4 @@
-"""scripts/ledger_report.py: what a ledger trajectory did, counted from its recorded turns."""
+"""experiments/ledger_folding/analysis/ledger_report.py: what a ledger trajectory did, counted from its recorded turns."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import random
 from pathlib import Path
 
-from tests.scripts import load_script
+from tests.scripts import LEDGER_ANALYSIS, load_script
 
 
 def call(page: object) -> dict:
@@ -51,7 +51,7 @@ def record(index: int, *, acc: float, question: str = BALANCE, pages: list[str] 
 
 
 def test_figures_count_pages_segments_and_what_each_summary_turn_held() -> None:
-    report = load_script("ledger_report")
+    report = load_script("ledger_report", LEDGER_ANALYSIS)
     # each call once; "two" and 8 (of 7 pages) are not pages read
     assert report.pages_read(record(0, acc=1.0)) == [1, 2, 2, 7]
     assert report.figures(record(0, acc=1.0)) == {
@@ -72,14 +72,14 @@ def test_figures_count_pages_segments_and_what_each_summary_turn_held() -> None:
 
 
 def test_the_loops_summary_tagged_wins_and_older_records_need_a_closing_tag() -> None:
-    report = load_script("ledger_report")
+    report = load_script("ledger_report", LEDGER_ANALYSIS)
     assert not report.tagged({"text": "<summary>read 1, 2", "summary_tagged": False})
     assert report.tagged({"text": "read 1, 2</summary>", "summary_tagged": True})  # the loop wrote the opening
     assert report.tagged({"text": "<summary>read 1</summary>"}) and not report.tagged({"text": "<summary>read 1"})
 
 
 def test_main_writes_one_csv_row_per_variant(tmp_path: Path, monkeypatch) -> None:
-    report = load_script("ledger_report")
+    report = load_script("ledger_report", LEDGER_ANALYSIS)
     (tmp_path / "fold").mkdir()
     with gzip.open(tmp_path / "fold" / "trajectories.jsonl.gz", "wt") as f:
         f.write(json.dumps(record(0, acc=1.0)) + "\n" + json.dumps(record(1, acc=0.0)) + "\n")
@@ -108,7 +108,7 @@ def test_main_writes_one_csv_row_per_variant(tmp_path: Path, monkeypatch) -> Non
 
 
 def test_lookup_ledgers_count_who_read_the_asked_transactions_page() -> None:
-    report = load_script("ledger_report")
+    report = load_script("ledger_report", LEDGER_ANALYSIS)
     needle = "T00009 | day 3 | ACC-101A | deposit | 42 | rent 1234 Contoso ref 123456"
 
     def on_page(k: int) -> list[str]:  # every page's footer names the reference (--footer check / submit)
@@ -126,7 +126,7 @@ def test_lookup_ledgers_count_who_read_the_asked_transactions_page() -> None:
 
 
 def test_a_submit_answer_call_that_ended_the_trajectory_counts_as_an_answer() -> None:
-    report = load_script("ledger_report")
+    report = load_script("ledger_report", LEDGER_ANALYSIS)
     call = '<tool_call>\n{"name": "submit_answer", "arguments": {"answer": 214}}\n</tool_call>'
     assert report.answered(call, "final_answer") and report.answered("It is 4.\n#### 4", "final_answer")
     assert not report.answered(call, "max_tool_rounds")  # not run: a later limit ended it
@@ -140,7 +140,7 @@ def test_a_flagged_ledgers_needle_is_the_line_that_ends_with_the_flag() -> None:
     footers (which name the flag too) do not count."""
     from extensions.data.ledger import LedgerSpec, make_ledger, question_text
 
-    report = load_script("ledger_report")
+    report = load_script("ledger_report", LEDGER_ANALYSIS)
     spec = LedgerSpec(pages=6, per_page=4, question="lookup", ref_style="flag", footer="submit", answer_tool=True)
     ledger = make_ledger(random.Random("ledger/test/0/1"), spec)
     flagged = report.figures(record(0, acc=0.0, question=question_text(ledger)[1], pages=ledger.pages))
@@ -154,7 +154,7 @@ def test_a_flagged_ledgers_needle_is_the_line_that_ends_with_the_flag() -> None:
 
 def test_accuracy_by_the_needles_line_counts_right_over_reached_per_line() -> None:
     """The H100 warm start copied the page's first amount: right when the flag was on line 1, not below it."""
-    report = load_script("ledger_report")
+    report = load_script("ledger_report", LEDGER_ANALYSIS)
     figs = [{"acc": acc, "reached_needle": reached, "needle_line": line, "needle_page": 3}
             for acc, reached, line in [(1.0, True, 1), (1.0, True, 1), (0.0, True, 3), (1.0, True, 3),
                                        (0.0, True, 4), (0.0, False, 2)]]  # fmt: skip

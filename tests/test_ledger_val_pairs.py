@@ -1,4 +1,4 @@
-"""scripts/ledger_val_pairs.py: validation dumps split into their folding and ReAct (VAL_ALSO) trajectories, by ledger."""
+"""experiments/ledger_folding/analysis/ledger_val_pairs.py: validation dumps split into their folding and ReAct (VAL_ALSO) trajectories, by ledger."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.scripts import load_script
+from tests.scripts import LEDGER_ANALYSIS, load_script
 
 TERMS = ("term_final_answer", "term_max_segments", "term_response_budget")
 UNCLOSED = "<tool_call>read_page 1\nTool call 1 has no closing </tool_call> tag."  # no page 1 read
@@ -46,7 +46,7 @@ def ledger_rows(step: int, fold_right: bool) -> list[dict]:
 
 
 def test_pairs_fold_and_react_per_ledger_and_explains_the_misses(tmp_path: Path, capsys) -> None:
-    vp = load_script("ledger_val_pairs")
+    vp = load_script("ledger_val_pairs", LEDGER_ANALYSIS)
     write_dump(tmp_path / "val_step0.jsonl.xz", ledger_rows(0, fold_right=True))
     write_dump(tmp_path / "val_step30.jsonl.xz", ledger_rows(30, fold_right=False))
     assert vp.main([str(tmp_path)]) == 0
@@ -74,7 +74,7 @@ def test_pairs_fold_and_react_per_ledger_and_explains_the_misses(tmp_path: Path,
 
 
 def test_a_dump_with_one_ledger_missing_its_react_twin_is_refused_by_name(tmp_path: Path) -> None:
-    vp = load_script("ledger_val_pairs")
+    vp = load_script("ledger_val_pairs", LEDGER_ANALYSIS)
     write_dump(tmp_path / "val_step0.jsonl.xz", ledger_rows(0, fold_right=True)[:2] + ledger_rows(0, True)[3:])
     with pytest.raises(
         SystemExit,
@@ -84,7 +84,7 @@ def test_a_dump_with_one_ledger_missing_its_react_twin_is_refused_by_name(tmp_pa
 
 
 def test_a_run_validated_without_val_also_is_folding_only(tmp_path: Path, capsys) -> None:
-    vp = load_script("ledger_val_pairs")
+    vp = load_script("ledger_val_pairs", LEDGER_ANALYSIS)
     write_dump(tmp_path / "val_step0.jsonl.xz", ledger_rows(0, fold_right=True))  # with VAL_ALSO: one run
     fold_only = [r for r in ledger_rows(30, fold_right=False) if r["uid"][0] in "ab"]  # without: another run
     write_dump(tmp_path / "val_step30.jsonl.xz", fold_only)
@@ -103,7 +103,7 @@ def test_a_run_validated_without_val_also_is_folding_only(tmp_path: Path, capsys
 
 
 def test_two_single_rows_alike_but_scored_differently_are_refused(tmp_path: Path) -> None:
-    vp = load_script("ledger_val_pairs")
+    vp = load_script("ledger_val_pairs", LEDGER_ANALYSIS)
     b = page("T9 | 5")
     rows = [row("x_0_0", b, 1.0, "final_answer", "22"), row("y_0_0", b, 0.0, "final_answer", "22")]
     write_dump(tmp_path / "val_step0.jsonl.xz", rows)
@@ -112,7 +112,7 @@ def test_two_single_rows_alike_but_scored_differently_are_refused(tmp_path: Path
 
 
 def test_where_the_flagged_page_came_in_its_segment() -> None:
-    vp = load_script("ledger_val_pairs")
+    vp = load_script("ledger_val_pairs", LEDGER_ANALYSIS)
     plain, flagged, cut = page("T9 | 5"), page("T1 | 11 | DISPUTED"), "Ledger page 2 of 30\nT1 | 11 | DISPUTED\n..."
     assert vp.flag_place([{"output": flagged}]) == "first"
     assert vp.flag_place([{"output": plain + flagged}]) == "later"
@@ -123,7 +123,7 @@ def test_where_the_flagged_page_came_in_its_segment() -> None:
 def test_a_trajectory_that_read_no_page_1_is_kept_and_left_out_of_the_pairs(tmp_path: Path, capsys) -> None:
     # the weak warm start (docs/results/ledger-fold-weak-start-h100): its first call never ran, so no page names
     # the ledger; it still counts in its step's score, and the difference is also given unpaired
-    vp = load_script("ledger_val_pairs")
+    vp = load_script("ledger_val_pairs", LEDGER_ANALYSIS)
     a, b = page("T1 | 11 | DISPUTED"), page("T9 | 5")
     step0 = [row("u0_0_0", UNCLOSED, 0.0, "max_assistant_turns", "11"), row("v0_0_0", b, 1.0, "final_answer", "22")]
     step15 = [row("u1_0_0", a, 1.0, "final_answer", "11"), row("v1_0_0", b, 1.0, "final_answer", "22")]
@@ -151,7 +151,7 @@ def test_a_trajectory_that_read_no_page_1_is_kept_and_left_out_of_the_pairs(tmp_
 
 
 def test_a_val_also_dump_with_a_trajectory_that_read_no_page_1_is_refused(tmp_path: Path) -> None:
-    vp = load_script("ledger_val_pairs")
+    vp = load_script("ledger_val_pairs", LEDGER_ANALYSIS)
     rows = ledger_rows(0, fold_right=True) + [row("z_0_0", UNCLOSED, 0.0, "max_assistant_turns", "44")]
     write_dump(tmp_path / "val_step0.jsonl.xz", rows)
     with pytest.raises(SystemExit, match=r"1 trajectories read no page 1 in their first segment, .*\(answers 44\)"):

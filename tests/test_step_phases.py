@@ -1,15 +1,14 @@
-"""scripts/step_phases.py: per-phase medians of a training run, start-up steps left out."""
+"""benchmarks/step_phases.py: per-phase medians of a training run, start-up steps left out."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from tests.scripts import load_script
+from benchmarks import step_phases as sp
 
 
 def test_medians_skip_the_first_steps_and_cost_per_token(tmp_path: Path) -> None:
-    sp = load_script("step_phases")
     lines = [{"step": 0, "data": {"val-core/x": 0.5}}]  # a validation line has no step timing
     for step, (total, update, tokens) in enumerate([(80, 40, 1000), (20, 5, 1000), (16, 4, 2000), (14, 3, 1000)], 1):
         lines.append({"step": step, "data": {"timing_s/step": total, "timing_s/update_actor": update}})

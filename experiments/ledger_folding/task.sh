@@ -8,13 +8,13 @@
 # LEDGER_QUESTION=lookup: the amount of the one transaction with a given memo reference, on a page drawn
 #   uniformly; found, it is copied, not computed. 60 pages of 4 lines (13.3K page tokens): with the page in front
 #   of it, the untrained 0.5B names the amount 22 times in 48 at 4 lines a page, 9 in 48 at 16
-#   (scripts/ledger_needle_probe.py, docs/results/ledger-folding-cpu). FOLD_LOOP: folding_lookup (its summary
+#   (experiments/ledger_folding/analysis/ledger_needle_probe.py, docs/results/ledger-folding-cpu). FOLD_LOOP: folding_lookup (its summary
 #   says where the search is).
 # LEDGER_ANSWER (lookup only): tool (default) answers with a submit_answer call (--answer-tool; each page's footer
 #   says to call it if the reference is on the page), text with a `#### N` line. On the H200 the text form scored
 #   0/128 (ReAct) and 1/128 (folding): the untrained 0.5B never stops calling read_page to write an answer; with the
 #   transaction's page as the last tool result it named the amount 0 times in 24 as text and 4 in 24 with
-#   submit_answer (scripts/ledger_needle_probe.py --in-loop; docs/results/ledger-lookup-h200). In the loop at
+#   submit_answer (experiments/ledger_folding/analysis/ledger_needle_probe.py --in-loop; docs/results/ledger-lookup-h200). In the loop at
 #   temperature 1.0 on CPU it answered with the tool in 14 of 24 trajectories, all wrong (ledger-folding-cpu, runs 10-11).
 # LEDGER_QUESTION=flagged: the amount of the one transaction marked DISPUTED at the end of its line (--ref-style
 #   flag; asked for ref 123456 after reading every page, the untrained 0.5B submitted 123456 itself 8 times in 11), answered

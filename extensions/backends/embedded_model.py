@@ -38,7 +38,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from extensions.errors import ConfigError, LongflowError
-from extensions.qwen_tokenizer import FIRST_SPECIAL_ID, NON_SPECIAL, QWEN25_ADDED, QWEN25_CHAT_TEMPLATE
+from extensions.qwen_tokenizer import (
+    EMBEDDED_EXTRA,
+    FIRST_SPECIAL_ID,
+    NON_SPECIAL,
+    QWEN25_ADDED,
+    QWEN25_CHAT_TEMPLATE,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -202,6 +208,10 @@ def check_tokenizer(tokenizer: Any) -> None:
 
 def convert_gguf(gguf: Path, out_dir: Path, dtype: str = EMBEDDED_DTYPE) -> Path:
     """Dequantize ``gguf`` into a Hugging Face model directory ``out_dir`` (written aside, then renamed)."""
+    if importlib.util.find_spec("gguf") is None:  # transformers reads GGUF files through it
+        raise EmbeddedModelError(
+            f"converting {gguf.name} needs the gguf package, which is not installed: {EMBEDDED_EXTRA}"
+        )
     import torch
     import transformers
     from transformers import AutoModelForCausalLM, AutoTokenizer

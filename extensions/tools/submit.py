@@ -2,7 +2,7 @@
 
 Why: on the lookup ledgers the untrained 0.5B model calls ``read_page`` again even with the asked transaction on
 the page in front of it, and never writes a ``#### N`` line (docs/results/ledger-lookup-h200). Offered a tool to
-answer with, it does call it (``scripts/ledger_needle_probe.py --in-loop --answer-tool``).
+answer with, it does call it (``experiments/ledger_folding/analysis/ledger_needle_probe.py --in-loop --answer-tool``).
 
 The pack's loops (``LongWorkflowAgent`` and its subclasses) never run the call. A valid one ends the trajectory
 with ``final_answer`` as soon as the turn is parsed, before any turn, tool-round or budget limit and before a

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Issue 14's figures on one quiet machine, one after another (the order they are in the doc):
-#   bash scripts/measure_embedded.sh OUTDIR
+# The embedded backend's main-job figures (docs/benchmarks/embedded_backend.md) on one quiet machine, one after
+# another, in the order the doc gives them:
+#   bash benchmarks/measure_embedded.sh OUTDIR
 # 1. the main job's rollout, end to end, 1 torch thread, then 2 threads (LONGFLOW_HF_THREADS=2);
 # 2. the same rollout on row-major float32 weights (commit 78f0281, before column_major_linears), 1 thread;
 # 3. the main job's 13 model calls replayed on plain model.generate, HFServer without and with prefix reuse.

@@ -1,6 +1,6 @@
 """Would these weights have read past the flag where the engine did? A teacher-forced probe of training-rollout dumps.
 
-    python scripts/ledger_dump_probe.py --model .whl-gpu/sft_model --limit 8 \\
+    python experiments/ledger_folding/analysis/ledger_dump_probe.py --model .whl-gpu/sft_model --limit 8 \\
         docs/results/ledger-fold-grpo30-h100/fold_grpo/rollouts/6.jsonl.xz ...
 
 verl's training-rollout dumps (``trainer.rollout_data_dir``) keep each row's prompt and response as text, decoded
@@ -21,8 +21,8 @@ import re
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rollout_dump_report import read_trajectories, write_csv  # noqa: E402  (a sibling script)
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from rollout_dump_report import read_trajectories, write_csv  # noqa: E402  (scripts/rollout_dump_report.py)
 
 FLAG_LINE = "| DISPUTED"
 ROLE = re.compile(r"\n(system|user|assistant)\n")

@@ -1,6 +1,6 @@
 """Do two runs of the same folding policy on the same held-out ledgers give the same greedy outputs?
 
-    python scripts/ledger_engine_agree.py A B
+    python experiments/ledger_folding/analysis/ledger_engine_agree.py A B
 
 A and B are each the rollout driver's ``trajectories.jsonl(.xz)`` or a verl validation dump
 (``val_step<N>.jsonl(.xz)``, one row per segment; of a run with ``VAL_ALSO=truncated``, its folding trajectories). The driver's records are decoded with the embedded model's
@@ -18,8 +18,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ledger_val_pairs import FIRST_PAGE, known_ledgers, pair_loops, right  # noqa: E402  (sibling scripts)
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE), str(HERE.parents[2] / "scripts")]  # ledger_val_pairs.py here; rollout_dump_report.py
+from ledger_val_pairs import FIRST_PAGE, known_ledgers, pair_loops, right  # noqa: E402
 from rollout_dump_report import read_dump, read_trajectories  # noqa: E402
 
 Ledger = tuple[str, str]  # (first page, answer)

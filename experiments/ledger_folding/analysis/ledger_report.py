@@ -1,6 +1,6 @@
 """What the agent did on the paged ledger, per variant, from the rollout driver's trajectories.
 
-    python scripts/ledger_report.py docs/results/ledger-folding-h100 truncated fold
+    python experiments/ledger_folding/analysis/ledger_report.py docs/results/ledger-folding-h100 truncated fold
 
 Reads ``RESULTS/VARIANT/trajectories.jsonl`` (or ``.jsonl.gz`` / ``.jsonl.xz``) and writes
 ``RESULTS/variants.csv`` (one row per variant: accuracy, answers given, pages read, highest page reached,

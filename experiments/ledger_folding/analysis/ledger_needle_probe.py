@@ -1,8 +1,8 @@
 """Can the model answer a lookup ledger once the page that holds the transaction is in front of it?
 
-    python scripts/ledger_needle_probe.py --per-page 4 16 --count 16          # embedded CPU model, greedy
-    python scripts/ledger_needle_probe.py --model /path/to/hf/model --per-page 4
-    python scripts/ledger_needle_probe.py --in-loop --footer read_on check --count 24   # in the ReAct loop
+    python experiments/ledger_folding/analysis/ledger_needle_probe.py --per-page 4 16 --count 16  # embedded CPU model, greedy
+    python experiments/ledger_folding/analysis/ledger_needle_probe.py --model /path/to/hf/model --per-page 4
+    python experiments/ledger_folding/analysis/ledger_needle_probe.py --in-loop --footer read_on check --count 24  # in the ReAct loop
 
 ``--in-loop`` asks the question the loop leaves to the model: it has read pages 1 to the needle's page through
 ``read_page`` calls (the lookup preset's 60 pages of ``--per-page`` lines, ledgers whose needle is on pages 1 to 4,

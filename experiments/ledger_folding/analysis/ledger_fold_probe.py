@@ -1,7 +1,7 @@
 """What does the model do across one fold of a flagged ledger, and does the summary's opening change it?
 
-    python scripts/ledger_fold_probe.py --count 8                                   # the loop's own prefix
-    python scripts/ledger_fold_probe.py --count 8 --prefix $'<summary>\nPages read so far: 1 to'
+    python experiments/ledger_folding/analysis/ledger_fold_probe.py --count 8     # the loop's own prefix
+    python experiments/ledger_folding/analysis/ledger_fold_probe.py --count 8 --prefix $'<summary>\nPages read so far: 1 to'
 
 The folding loop's step, greedy, on the embedded CPU model: the ReAct conversation of a flagged 30-page ledger
 (``LEDGER_QUESTION=flagged``) up to page ``--read`` (the flag is later), then the fold request of
@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 LOOPS = ROOT / "experiments" / "ledger_folding" / "agent_loops.yaml"
 
 
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prefix", help="the reply's opening (default: folding_flagged's summary_prefix)")
     args = parser.parse_args(argv)
 
-    sys.path.insert(0, str(ROOT / "scripts"))
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # ledger_needle_probe.py beside it
     from ledger_needle_probe import load_greedy, react_messages, tool_schemas
 
     from extensions.data.ledger import LedgerSpec, make_ledger

@@ -1,9 +1,9 @@
 """CPU machine types: the embedded backend with and without AVX-512, and the shipped GGUF through llama.cpp.
 
-    python scripts/cpu_machine_types.py embedded --out E.json        # decode steps, layouts, threads, a profile
-    python scripts/cpu_machine_types.py llama-replay --out L.json    # the main job's 13 model calls on llama.cpp
-    python scripts/cpu_machine_types.py llama-gsm8k --n 50 --out G.json   # GSM8K test, one turn, greedy
-    python scripts/cpu_machine_types.py table E.json L.json ...      # print the figures of saved runs
+    python -m benchmarks.cpu_machine_types embedded --out E.json        # decode steps, layouts, threads, a profile
+    python -m benchmarks.cpu_machine_types llama-replay --out L.json    # the main job's 13 model calls on llama.cpp
+    python -m benchmarks.cpu_machine_types llama-gsm8k --n 50 --out G.json   # GSM8K test, one turn, greedy
+    python -m benchmarks.cpu_machine_types table E.json L.json ...      # print the figures of saved runs
 
 AVX2-only machines are emulated on an AVX-512 one by the caller's environment (same memory bandwidth,
 AVX2 kernels): ``ATEN_CPU_CAPABILITY=avx2 DNNL_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2`` for torch,
@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a file too: benchmarks.* imports
 
 FIXTURE = Path(__file__).resolve().parents[1] / "tests/fixtures/main_job_before_refactor.jsonl"
 EOS_IDS = (151645, 151643)  # <|im_end|>, <|endoftext|>
@@ -204,7 +204,6 @@ def agreement(a: list[int], b: list[int]) -> int:
 
 
 def cmd_llama_replay(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from benchmarks.embedded_backend import replay_turns
 
     load_start = time.perf_counter()

@@ -1,6 +1,6 @@
 """How sure the policy was of each tool choice on the flagged ledgers, from the rollout driver's records.
 
-    python scripts/ledger_decisions.py docs/results/ledger-fold-grpo30-h100/fold/trajectories.jsonl.xz
+    python experiments/ledger_folding/analysis/ledger_decisions.py docs/results/ledger-fold-grpo30-h100/fold/trajectories.jsonl.xz
 
 For every page a trajectory read in full (the tool result ends with ``End of page``), takes the assistant turn
 that follows it and the log-prob the engine gave to the first token of the tool name it chose (``submit`` or
@@ -18,8 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rollout_dump_report import read_dump, write_csv  # noqa: E402  (a sibling script: any .jsonl(.gz|.xz))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from rollout_dump_report import read_dump, write_csv  # noqa: E402  (scripts/rollout_dump_report.py: any .jsonl(.gz|.xz))
 
 FLAG_LINE = "| DISPUTED"
 NAME_PREFIX = '"name": "'

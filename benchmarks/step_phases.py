@@ -1,6 +1,6 @@
 """Per-phase step times of verl training runs, from verl's file logger (``metrics.jsonl``).
 
-    python scripts/step_phases.py NAME=PATH/metrics.jsonl ... [--skip 2] [--json OUT.json]
+    python -m benchmarks.step_phases NAME=PATH/metrics.jsonl ... [--skip 2] [--json OUT.json]
 
 Prints one row per run: the median (and min-max) of ``timing_s/step`` and its phases (generation,
 old log-prob, actor update, weight sync), tokens per step, actor MFU, and the actor update's cost per

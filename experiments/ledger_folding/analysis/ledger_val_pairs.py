@@ -1,6 +1,6 @@
 """Per-ledger held-out results of a ledger_folding training run, its validation with or without ReAct (``VAL_ALSO``).
 
-    python scripts/ledger_val_pairs.py docs/results/ledger-fold-grpo30-h100/fold_grpo
+    python experiments/ledger_folding/analysis/ledger_val_pairs.py docs/results/ledger-fold-grpo30-h100/fold_grpo
 
 Reads ``RUN/val_step<N>.jsonl(.xz)`` (verl's validation dumps, renamed from ``val/<N>.jsonl``). With
 ``VAL_ALSO=truncated`` each dump holds every held-out ledger twice, once per loop, under the same prompt (the
@@ -30,8 +30,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rollout_dump_report import read_trajectories, write_csv  # noqa: E402  (a sibling script)
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+from rollout_dump_report import read_trajectories, write_csv  # noqa: E402  (scripts/rollout_dump_report.py)
 
 FIRST_PAGE = re.compile(r"Ledger page 1 of \d+\n(.*?)\n(?:End of page|\.\.\.)", re.S)
 FLAG_LINE = "| DISPUTED"
