@@ -48,6 +48,8 @@ class Section:
     """Dotted path of the pydantic model."""
     hidden: tuple[str, ...] = ()
     """Fields the code fills in itself (not config keys)."""
+    reader: str | None = None
+    """Dotted path of a class whose ``__init__`` reads further keys before the model validates the rest."""
 
 
 SECTIONS = (
@@ -79,6 +81,7 @@ SECTIONS = (
         "`config:` of a tool-YAML entry with `class_name: extensions.tools.python_exec.PythonExecTool` "
         "(besides verl's `type`).",
         "extensions.tools.sandbox.SandboxLimits",
+        reader="extensions.tools.python_exec.PythonExecTool",
     ),
     Section(
         "Tool `check_answer`",
@@ -211,6 +214,10 @@ def model_section(section: Section) -> Iterator[str]:
     yield f"{section.where} Validated by `{section.model}`: {md(model.__doc__ or '')}"
     yield ""
     rows, below = field_rows(model, section.hidden)
+    if section.reader:
+        for key, (kind, default, doc) in config_keys(load(section.reader)).items():
+            kind_text = f"`{kind}`".replace("|", "\\|") if kind else ""
+            rows.append(row(key, kind_text, f"`{default}`" if default != "required" else default, md(doc) or "—"))
     if not rows:
         yield "No keys of its own: any other key is an error."
         yield ""
@@ -240,31 +247,47 @@ def algorithm_section() -> Iterator[str]:
     yield ""
 
 
-def config_keys(cls: type) -> dict[str, tuple[str, str]]:
-    """{key: (type, default)} of ``config.get("key", default)`` / ``config["key"]`` in ``cls.__init__``, with the
-    type of a wrapping ``int(...)``/``float(...)``/``str(...)``/``bool(...)``; defaults are evaluated in the module."""
+def config_keys(cls: type) -> dict[str, tuple[str, str, str]]:
+    """{key: (type, default, docstring)} of ``config.get("key", default)``, ``config.pop(...)`` and ``config["key"]``
+    in ``cls.__init__``. The type is an annotated assignment's (``self.x: T = config.get(...)``) or a wrapping
+    ``int(...)``/``float(...)``/``str(...)``/``bool(...)``; defaults are evaluated in the module; the docstring is
+    a string literal right after the statement."""
     module = sys.modules[cls.__module__]
-    tree = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__)))
-    casts: dict[int, str] = {}
-    for node in ast.walk(tree):
-        cast = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
-        if cast and node.func.id in {"int", "float", "str", "bool", "dict", "list"}:
-            casts[id(node.args[0])] = node.func.id
-    found: dict[str, tuple[str, str]] = {}
-    for node in ast.walk(tree):
-        key, default = None, "required"
-        is_get = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
-        if is_get and _is_config(node.func.value) and node.args and isinstance(node.args[0], ast.Constant):
-            key = node.args[0].value
-            if len(node.args) > 1:
-                default = show(eval(compile(ast.Expression(node.args[1]), "<default>", "eval"), vars(module)))
-            else:
-                default = "null"
-        elif isinstance(node, ast.Subscript) and _is_config(node.value) and isinstance(node.slice, ast.Constant):
-            key = node.slice.value
-        if isinstance(key, str) and key not in found:
-            found[key] = (casts.get(id(node), ""), default)
+    body = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__))).body[0].body
+    found: dict[str, tuple[str, str, str]] = {}
+    for stmt, after in zip(body, [*body[1:], None], strict=True):
+        doc = after.value.value if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) else ""
+        doc = doc if isinstance(doc, str) else ""
+        annotated = ""
+        if isinstance(stmt, ast.AnnAssign):
+            annotated = type_name(eval(compile(ast.Expression(stmt.annotation), "<type>", "eval"), vars(module)))
+        casts = {
+            id(node.args[0]): node.func.id
+            for node in ast.walk(stmt)
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
+            if node.func.id in {"int", "float", "str", "bool", "dict", "list"}
+        }
+        for node in ast.walk(stmt):
+            key, default = _read_key(node, module)
+            if not isinstance(key, str):
+                continue
+            kind, known, known_doc = found.get(key, ("", "", ""))
+            # an explicit default wins; else a key read as config["key"] is required; else null
+            better = known in ("", "null") or (known == "required" and default not in ("null", "required"))
+            found[key] = (kind or annotated or casts.get(id(node), ""), default if better else known, known_doc or doc)
     return found
+
+
+def _read_key(node: ast.AST, module: types.ModuleType) -> tuple[str | None, str]:
+    """(key, default) when ``node`` reads a key of ``config``, else (None, "")."""
+    if isinstance(node, ast.Subscript) and _is_config(node.value) and isinstance(node.slice, ast.Constant):
+        return node.slice.value, "required"
+    method = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in {"get", "pop"}
+    if not (method and _is_config(node.func.value) and node.args and isinstance(node.args[0], ast.Constant)):
+        return None, ""
+    if len(node.args) == 1:
+        return node.args[0].value, "null"
+    return node.args[0].value, show(eval(compile(ast.Expression(node.args[1]), "<default>", "eval"), vars(module)))
 
 
 def _is_config(node: ast.AST) -> bool:
@@ -292,7 +315,7 @@ def interaction_section() -> Iterator[str]:
         extra = sorted(set(getattr(module, "CONFIG_KEYS", ())) - set(keys) - {"name"})
         yield "| key | type | default |"
         yield "| --- | --- | --- |"
-        for key, (kind, default) in keys.items():
+        for key, (kind, default, _) in keys.items():
             if default != "required" and len(default) > LONG_DEFAULT:
                 default = "(see the class)"
             elif default != "required":
