@@ -128,7 +128,7 @@ def md(text: str) -> str:
 
 
 def type_name(tp: Any) -> str:
-    """A type as a user reads it in YAML terms, e.g. ``int | None``, ``list[str]``, ``'worker' | 'trajectory'``."""
+    """A type as Python writes it, e.g. ``int | None``, ``list[str]``, ``Literal['worker', 'trajectory']``."""
     origin, args = typing.get_origin(tp), typing.get_args(tp)
     if tp is type(None):
         return "None"
@@ -141,6 +141,17 @@ def type_name(tp: Any) -> str:
         inner = ", ".join("..." if a is Ellipsis else type_name(a) for a in args)
         return f"{name}[{inner}]" if args else name
     return getattr(tp, "__name__", str(tp))
+
+
+def type_cell(tp: Any) -> str:
+    """A type for a table cell: each alternative of a union or literal in its own code span, joined by "or" (a
+    pipe would split the cell on GitHub, and an escaped one shows its backslash on the site)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Literal:
+        return " or ".join(f"`{a!r}`" for a in args)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(type_cell(a) for a in args)
+    return f"`{type_name(tp)}`"
 
 
 CONSTRAINTS = (
@@ -187,8 +198,7 @@ def field_rows(model: type[BaseModel], hidden: tuple[str, ...] = ()) -> tuple[li
     for name, field in model.model_fields.items():
         if name in hidden:
             continue
-        kind = f"`{type_name(field.annotation)}`".replace("|", "\\|")
-        kind = ", ".join([kind, *constraints(field.metadata)])
+        kind = ", ".join([type_cell(field.annotation), *constraints(field.metadata)])
         if field.default_factory is not None:
             default = show(field.default_factory())
         elif field.default is PydanticUndefined:
@@ -216,8 +226,7 @@ def model_section(section: Section) -> Iterator[str]:
     rows, below = field_rows(model, section.hidden)
     if section.reader:
         for key, (kind, default, doc) in config_keys(load(section.reader)).items():
-            kind_text = f"`{kind}`".replace("|", "\\|") if kind else ""
-            rows.append(row(key, kind_text, f"`{default}`" if default != "required" else default, md(doc) or "—"))
+            rows.append(row(key, kind, f"`{default}`" if default != "required" else default, md(doc) or "—"))
     if not rows:
         yield "No keys of its own: any other key is an error."
         yield ""
@@ -241,14 +250,14 @@ def algorithm_section() -> Iterator[str]:
     )
     yield ""
     yield from HEADER
-    modes = " \\| ".join(repr(m) for m in MODES)
-    yield row(SETTING, f"`{modes}`", f"`{show(segment_weight_mode({}))}`", md(segment_weight_mode.__doc__ or ""))
+    modes = " or ".join(f"`{m!r}`" for m in MODES)
+    yield row(SETTING, modes, f"`{show(segment_weight_mode({}))}`", md(segment_weight_mode.__doc__ or ""))
     yield row(STEP_WEIGHT_KEY, "`float`", f"`{show(step_weight_from({}))}`", md(step_weight_from.__doc__ or ""))
     yield ""
 
 
 def config_keys(cls: type) -> dict[str, tuple[str, str, str]]:
-    """{key: (type, default, docstring)} of ``config.get("key", default)``, ``config.pop(...)`` and ``config["key"]``
+    """{key: (type cell, default, docstring)} of ``config.get("key", default)``, ``config.pop(...)`` and ``config["key"]``
     in ``cls.__init__``. The type is an annotated assignment's (``self.x: T = config.get(...)``) or a wrapping
     ``int(...)``/``float(...)``/``str(...)``/``bool(...)``; defaults are evaluated in the module; the docstring is
     a string literal right after the statement."""
@@ -260,9 +269,9 @@ def config_keys(cls: type) -> dict[str, tuple[str, str, str]]:
         doc = doc if isinstance(doc, str) else ""
         annotated = ""
         if isinstance(stmt, ast.AnnAssign):
-            annotated = type_name(eval(compile(ast.Expression(stmt.annotation), "<type>", "eval"), vars(module)))
+            annotated = type_cell(eval(compile(ast.Expression(stmt.annotation), "<type>", "eval"), vars(module)))
         casts = {
-            id(node.args[0]): node.func.id
+            id(node.args[0]): f"`{node.func.id}`"
             for node in ast.walk(stmt)
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args
             if node.func.id in {"int", "float", "str", "bool", "dict", "list"}
@@ -320,7 +329,7 @@ def interaction_section() -> Iterator[str]:
                 default = "(see the class)"
             elif default != "required":
                 default = f"`{default}`"
-            yield f"| `{key}` | {f'`{kind}`' if kind else ''} | {default} |"
+            yield f"| `{key}` | {kind} | {default} |"
         for key in extra:
             yield f"| `{key}` |  | (see the class) |"
         yield ""

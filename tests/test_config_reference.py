@@ -39,7 +39,7 @@ def test_a_known_setting_has_its_name_type_default_and_docstring(page: str) -> N
         in page.splitlines()
     )
     assert (
-        "| `max_parallel_calls` | `int \\| None`, ≥ 1 | `null` | Most tool calls run per assistant turn; None uses "
+        "| `max_parallel_calls` | `int` or `None`, ≥ 1 | `null` | Most tool calls run per assistant turn; None uses "
         "verl's multi_turn.max_parallel_calls. |" in page.splitlines()
     )
 
@@ -87,5 +87,5 @@ def test_defaults_shown_are_the_code_defaults(page: str) -> None:
     from extensions.rewards.settings import RewardSettings
 
     assert f"| `max_segments` | `int`, ≥ 2 | `{FoldSettings().max_segments}` |" in page
-    assert f"| `mode` | `'strict' \\| 'flexible'` | `\"{RewardSettings().mode}\"` |" in page
+    assert f"| `mode` | `'strict'` or `'flexible'` | `\"{RewardSettings().mode}\"` |" in page
     assert FoldSettings().instruction in page  # a long default is shown below its table
