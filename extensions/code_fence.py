@@ -42,7 +42,7 @@ class CodeFenceSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     languages: list[str] = Field(default_factory=lambda: ["python", "py", "python3"], min_length=1)
-    """Fence languages that are calls (``` ```python ``` ...), compared case-insensitively."""
+    """Fence languages that are calls (the word after the opening fence, e.g. ``python``), compared case-insensitively."""
     tool: str = "python_exec"
     """The tool a block calls (a name from the tool YAML)."""
     argument: str = "code"

@@ -139,7 +139,8 @@ def _uids(estimator: str, index: np.ndarray | None) -> np.ndarray:
 
 
 def step_weight_from(config: Any) -> float:
-    """omega of gigpo_turn: ``algorithm.gigpo_step_weight`` (add it with ``+algorithm.gigpo_step_weight=``)."""
+    """omega of ``gigpo_turn``, whose advantage is the episode's GRPO advantage plus omega times the step-group
+    advantage (``A = A^E + omega * A^S``)."""
     value = _setting(config, STEP_WEIGHT_KEY, 1.0)
     try:
         return float(value)

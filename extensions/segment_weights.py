@@ -29,7 +29,8 @@ MODES = ("inverse_count", "none")
 
 
 def segment_weight_mode(config: Any) -> str:
-    """``algorithm.segment_weight`` (add it with ``+algorithm.segment_weight=``), checked."""
+    """How the N segments of a folded trajectory are weighted: ``inverse_count`` gives each row 1/N (a folded
+    trajectory weighs one row), ``none`` gives each 1 (verl's behaviour)."""
     value = "inverse_count" if config is None else config.get(SETTING, "inverse_count")
     if value not in MODES:
         raise ConfigError(f"algorithm.{SETTING}={value!r} is not valid; choose one of {choices(MODES)}")

@@ -1,7 +1,12 @@
-"""Run every command in README.md's shell blocks (```bash or ```sh), in order, as written, on a checkout after the main job.
+"""Run every command in the shell blocks (```bash or ```sh) of README.md and the docs site's pages, in order, as
+written, on a checkout after the main job.
 
     .venv/bin/python scripts/readme_commands.py --short    # .ci/run calls it after the main job
     .venv/bin/python scripts/readme_commands.py --dry-run  # list what would run and what is skipped, and why
+
+The pages are README.md, then the docs site's pages in the order of mkdocs.yml's nav (``site_pages``), leaving
+out the results and benchmark pages: those record runs on GPU machines and minutes-long measurements, with the
+command that made each. A command that an earlier page already has runs once.
 
 Each command runs through ``bash -c`` from the repo root, with ``.venv/bin`` first on PATH (so ``python``
 is the venv's). Skipped, with the reason printed: the main job and the tests (``.ci/run`` runs them just
@@ -33,7 +38,18 @@ SKIP = (
     (re.compile(r"^python -m verl\.trainer\.main_ppo\b"), "trains with stock verl on vLLM or SGLang: needs a GPU"),
     (re.compile(r"^pip install uv\b"), "installs SGLang's GPU stack into its own environment"),
     (re.compile(r"--backend (sglang|vllm)\b"), "rolls out on verl's GPU engine: needs a GPU and that engine"),
+    (
+        re.compile(r"^(\w+=\S+ )*bash scripts/gpu/"),
+        "the offline GPU install: downloads ~2 GiB, or runs on the GPU machine",
+    ),
+    (
+        re.compile(r"^echo /\.whl-gpu/ >> \.git/info/exclude"),
+        "the offline GPU install: edits this checkout's git settings",
+    ),
+    (re.compile(r"^source /tmp/longflow-env\.sh\b"), "on the GPU machine, after the offline install"),
 )
+NOT_RUN_PAGES = ("results/", "benchmarks/")
+"""Docs pages (relative to docs/) whose commands are not run: records of GPU runs and minutes-long benchmarks."""
 SHORT_FORMS = {
     "benchmarks.loop_overhead": "--traces 8 --synthetic 4 --repeats 1 --turn-passes 1 "
     "--gsm8k experiments/gsm8k_code_verify/sample_problems.jsonl",
@@ -59,6 +75,38 @@ def readme_commands(text: str) -> list[str]:
             commands.append(" ".join((pending + line.strip()).split()) if pending else line.strip())
             pending = ""
     return commands
+
+
+def site_pages(root: Path = ROOT) -> list[Path]:
+    """The docs site's pages in mkdocs.yml's nav order, minus ``NOT_RUN_PAGES``."""
+    import yaml
+
+    def walk(node: object) -> list[str]:
+        if isinstance(node, str):
+            return [node]
+        if isinstance(node, dict):
+            return [page for value in node.values() for page in walk(value)]
+        if isinstance(node, list):
+            return [page for item in node for page in walk(item)]
+        return []
+
+    config = yaml.safe_load((root / "mkdocs.yml").read_text())
+    docs = root / config.get("docs_dir", "docs")
+    pages = [page for page in walk(config.get("nav", [])) if page.endswith(".md")]
+    return [docs / page for page in dict.fromkeys(pages) if not page.startswith(NOT_RUN_PAGES)]
+
+
+def page_commands(pages: list[Path]) -> list[tuple[str, Path, Path | None]]:
+    """(command, page, first page that had it or None) of every page's shell blocks, in order; a command is the
+    same as an earlier one when they differ only in a trailing comment."""
+    seen: dict[str, Path] = {}
+    found = []
+    for page in pages:
+        for command in readme_commands(page.read_text()):
+            key = re.sub(r"\s+#(\s.*)?$", "", command)
+            found.append((command, page, seen.get(key)))
+            seen.setdefault(key, page)
+    return found
 
 
 def skip_reason(command: str) -> str | None:
@@ -99,18 +147,26 @@ def run(command: str) -> tuple[bool, str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/readme_commands.py", description=__doc__.split("\n")[0])
     parser.add_argument("--readme", type=Path, default=ROOT / "README.md")
+    parser.add_argument("--no-docs", action="store_true", help="README.md only, not the docs site's pages")
     parser.add_argument("--dry-run", action="store_true", help="list the commands and skips; run nothing")
     parser.add_argument("--short", action="store_true", help="run the benchmarks' short forms (SHORT_FORMS)")
     args = parser.parse_args(argv)
     extra = os.environ.get("README_ROLLOUT_ARGS", "").strip()
     failed = []
-    for command in readme_commands(args.readme.read_text()):
+    pages = [args.readme] + ([] if args.no_docs else site_pages())
+    for command, page, earlier in page_commands(pages):
+        where = page.relative_to(ROOT) if page.is_relative_to(ROOT) else page
         reason = skip_reason(command)
+        if earlier is not None:
+            print(
+                f"same  {command}\n      ({where}: ran or skipped above, from {earlier.relative_to(ROOT)})", flush=True
+            )
+            continue
         if reason:
-            print(f"skip  {command}\n      ({reason})", flush=True)
+            print(f"skip  {command}\n      ({where}: {reason})", flush=True)
             continue
         command = with_extra_args(short_form(command) if args.short else command, extra)
-        print(f"run   {command}", flush=True)
+        print(f"run   {command}\n      ({where})", flush=True)
         if args.dry_run:
             continue
         started = time.monotonic()
@@ -118,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         print(output.rstrip() + f"\n      ({'ok' if ok else 'FAILED'}, {time.monotonic() - started:.0f} s)", flush=True)
         if not ok:
             failed.append(command)
-    print(f"README commands: {len(failed)} failed" + "".join(f"\n  {c}" for c in failed))
+    print(f"README and docs commands: {len(failed)} failed" + "".join(f"\n  {c}" for c in failed))
     return 1 if failed else 0
 
 

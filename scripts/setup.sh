@@ -16,5 +16,5 @@ rm -f "$stamp"  # written again only after every install below succeeded
 .venv/bin/python -m pip install -q --upgrade pip
 # CPU build of torch first, so verl's torch requirement does not pull the CUDA wheels.
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[test,embedded]" -c requirements/ci-constraints.txt
+.venv/bin/python -m pip install -q -e ".[test,embedded,docs]" -c requirements/ci-constraints.txt
 echo "$want" > "$stamp"

@@ -1,4 +1,5 @@
-"""scripts/readme_commands.py (run by .ci/run after the main job) finds every README command and runs it."""
+"""scripts/readme_commands.py (run by .ci/run after the main job) finds every command of README.md and the docs
+site's pages and runs it, or skips it for a stated reason."""
 
 from __future__ import annotations
 
@@ -67,3 +68,38 @@ def test_short_forms_apply_to_benchmarks_only(rc: ModuleType) -> None:
     assert rc.short_form("python -m extensions.config_check") == "python -m extensions.config_check"
     with pytest.raises(ValueError, match="with a comment"):
         rc.short_form("python -m benchmarks.load  # note")
+
+
+def test_the_docs_pages_are_the_sites_nav_minus_results_and_benchmarks(rc: ModuleType) -> None:
+    pages = [page.relative_to(ROOT).as_posix() for page in rc.site_pages()]
+    assert pages[:3] == ["docs/index.md", "docs/quickstart.md", "docs/concepts.md"]
+    assert {"docs/guides/offline-install.md", "docs/guides/sglang.md", "docs/troubleshooting.md"} <= set(pages)
+    assert not [page for page in pages if page.startswith(("docs/results/", "docs/benchmarks/"))]
+
+
+def test_every_docs_command_is_run_or_skipped_for_a_stated_reason(rc: ModuleType) -> None:
+    found = rc.page_commands([ROOT / "README.md", *rc.site_pages()])
+    docs = [(command, page, earlier) for command, page, earlier in found if page.parent != ROOT]
+    assert len(docs) >= 20
+    run = [command for command, _, earlier in docs if earlier is None and rc.skip_reason(command) is None]
+    assert run and all(c.startswith(("python -m extensions.", "python -m benchmarks.")) for c in run), run  # CPU only
+    skipped = {command.split("#")[0].strip(): rc.skip_reason(command) for command, _, _ in docs}
+    offline = "the offline GPU install: downloads ~2 GiB, or runs on the GPU machine"
+    assert skipped["bash scripts/gpu/build_wheelhouse.sh"] == skipped["bash scripts/gpu/install_on_gpu.sh"] == offline
+    assert skipped["LONGFLOW_STEPS=verify bash scripts/gpu/install_on_gpu.sh"] == offline
+    assert any(c.startswith("source /tmp/longflow-env.sh") and r for c, r in skipped.items())
+    sglang_train = next(c for c in skipped if c.startswith("python -m verl.trainer.main_ppo --config-path"))
+    assert skipped[sglang_train] == "trains with stock verl on vLLM or SGLang: needs a GPU"
+
+
+def test_a_command_an_earlier_page_has_runs_once(rc: ModuleType, tmp_path) -> None:
+    first, second = tmp_path / "a.md", tmp_path / "b.md"
+    first.write_text("```bash\npython -m extensions.config_check   # all\necho one\n```\n")
+    second.write_text("```bash\npython -m extensions.config_check  # again\necho two\n```\n")
+    found = rc.page_commands([first, second])
+    assert [(c, p.name, e and e.name) for c, p, e in found] == [
+        ("python -m extensions.config_check   # all", "a.md", None),
+        ("echo one", "a.md", None),
+        ("python -m extensions.config_check  # again", "b.md", "a.md"),
+        ("echo two", "b.md", None),
+    ]

@@ -13,13 +13,15 @@ from typing import Any
 from extensions.errors import ConfigError, SampleError
 from extensions.interactions.base import BaseInteraction
 
+CONFIG_KEYS = frozenset({"name", "messages", "turn_score"})
+
 
 class ScriptedInteraction(BaseInteraction):
     """Replies with the next scripted user message; scores each turn ``turn_score``."""
 
     def __init__(self, config: dict[str, Any]):
         super().__init__(config)
-        unknown = set(config) - {"name", "messages", "turn_score"}
+        unknown = set(config) - CONFIG_KEYS
         if unknown:
             raise ConfigError(f"unknown key(s) {sorted(unknown)} for ScriptedInteraction; valid: messages, turn_score")
         self.messages = _as_messages(config.get("messages", []), where="config.messages")

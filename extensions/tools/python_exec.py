@@ -57,6 +57,8 @@ class PythonExecTool(BaseTool):
     def __init__(self, config: dict[str, Any], tool_schema: OpenAIFunctionToolSchema | None = None) -> None:
         config = dict(config or {})
         self.output: OutputStyle = config.pop("output", "status")
+        """What the model is shown: ``status`` (stdout, stderr and an exit-status line) or ``interpreter`` (stdout,
+        then a traceback's last line: what the code-fence format shows)."""
         if self.output not in get_args(OutputStyle):
             raise ConfigError(
                 f"tool 'python_exec' config: 'output' {self.output!r} is not valid; valid: {choices(get_args(OutputStyle))}"
