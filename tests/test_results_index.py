@@ -24,7 +24,7 @@ NOT_YET = ("docs/gpu/",)  # rewritten separately; join the checks once that land
 BORROWING = re.compile(
     r"|".join(
         (
-            r"\b(?:the|a|one|two|this|that|next|each|first|second|third|another|same|later|earlier|its|whole|per|"
+            r"\b(?:the|a|one|two|this|next|each|first|second|third|another|same|later|earlier|its|whole|per|"
             r"own|SGLang|lost) holds?\b",
             r"\bholds? (?:[AB]|ended|went|was lost|lost|ran|counted)\b",
             r"\b(?:minutes|min|\d) held\b(?![- ]out)",
