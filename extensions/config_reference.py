@@ -80,8 +80,14 @@ SECTIONS = (
         "Tool `python_exec`",
         "`config:` of a tool-YAML entry with `class_name: extensions.tools.python_exec.PythonExecTool` "
         "(besides verl's `type`).",
-        "extensions.tools.sandbox.SandboxLimits",
+        "extensions.tools.python_exec.PythonExecConfig",
         reader="extensions.tools.python_exec.PythonExecTool",
+    ),
+    Section(
+        "Added tool latency (`latency:`)",
+        "`latency:` inside `python_exec`'s `config:`: a delay drawn before each call (a remote sandbox's), "
+        "for long-tail workloads such as `experiments/gsm8k_learn/tools_long_tail.yaml`.",
+        "extensions.tools.latency.ToolLatency",
     ),
     Section(
         "Tool `check_answer`",
@@ -184,6 +190,8 @@ def show(value: Any) -> str:
     """A default as it would be written in YAML/JSON (null, true, "text", [...])."""
     if isinstance(value, tuple):
         value = list(value)
+    if hasattr(value, "model_dump"):  # a nested settings block: its defaults, as YAML would write them
+        value = value.model_dump()
     return json.dumps(value, ensure_ascii=False)
 
 
