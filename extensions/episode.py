@@ -99,6 +99,7 @@ class Episode(AgentData):
         """Outputs of the segments closed so far (context folding: ``folding_loop.py``)."""
         self.out_of_room: str | None = None
         """Why this assistant turn was cut short for lack of room (a code block's output did not fit)."""
+        self.turn_versions: list[int] | None = None  # [first, last] weight version of this turn's replies so far
         self.started_at = time.time()
         """Wall clock (``time.time()``) when the loop took the sample: ``longflow/rollout/`` metrics."""
 
@@ -116,6 +117,8 @@ class Episode(AgentData):
 
     def add_turn(self, role: str, start: int, end: int, **fields: Any) -> TurnRecord:
         """Record a turn whose tokens are ``response[start:end]`` (``records_schema.TurnRecord``)."""
+        if role == "assistant" and self.turn_versions is not None:
+            fields["policy_versions"], self.turn_versions = self.turn_versions, None
         record: TurnRecord = {"index": len(self.turns), "role": role, "span": [start, end], **fields}
         self.turns.append(record)
         return record
@@ -244,14 +247,19 @@ async def close_episode(episode: Episode) -> None:
 
 
 def absorb_generation(episode: Episode, output: Any) -> None:
-    """Add a server reply's ``num_preempted`` and ``extra_fields`` to the trajectory's."""
+    """Add a server reply's ``num_preempted`` and ``extra_fields`` to the trajectory's, and its weight versions to
+    the turn's (``policy_versions`` of the turn's record)."""
     preempted = output.num_preempted if output.num_preempted is not None else 0
     episode.metrics["num_preempted"] = episode.metrics.get("num_preempted", 0) + preempted
-    for key, value in (output.extra_fields or {}).items():
+    fields = output.extra_fields or {}
+    for key, value in fields.items():
         if key == "max_global_steps" and value is not None:
             episode.extra_fields[key] = value
         else:
             episode.extra_fields.setdefault(key, value)
+    lo, hi, seen = fields.get("min_global_steps"), fields.get("max_global_steps"), episode.turn_versions
+    if lo is not None and hi is not None:  # a reply resumed after a weight update spans two versions
+        episode.turn_versions = [lo, hi] if seen is None else [min(seen[0], lo), max(seen[1], hi)]
 
 
 def mask_thinking(mask: list[int], token_ids: list[int], think_ids: tuple[int, int]) -> None:

@@ -19,6 +19,8 @@ and any logger the user enables (W&B, tensorboard, mlflow):
     longflow/rollout/wall_s/mean, /max      a trajectory's wall time, start to last output
     longflow/rollout/span_s                 the batch's first start to its last finish (sync: real generation time)
     longflow/rollout/take_lag_s             the last finish to the trainer taking the batch (v1 replay buffer poll)
+    longflow/policy_versions/resumed_turns  assistant turns a weight update interrupted and resumed (v1 async)
+    longflow/policy_versions/turn_span_max  the most weight versions one turn came from, minus one
     longflow/val/...                        the same, for a validation run
     longflow/val@<label>/...                the same, for the rows of a labelled data_source
                                             (``longflow/ledger@truncated``: a baseline in the same validation)
@@ -59,6 +61,7 @@ def longflow_metrics(
     recorded = [row for row in rows if row is not None]
     metrics = {f"{prefix}recorded_fraction": len(recorded) / len(rows) if rows else 0.0}
     metrics.update(rollout_timing([row for row in recorded if "finished_at" in row], prefix, sampled_at))
+    metrics.update(version_metrics(recorded, prefix))
     segments = [row for row in recorded if "num_segments" in row]
     recorded = [row for row in recorded if row.get("segment", 0) == row.get("num_segments", 1) - 1]
     if not recorded:
@@ -104,6 +107,24 @@ def rollout_timing(
     if sampled_at is not None:
         metrics[f"{prefix}rollout/take_lag_s"] = sampled_at - last
     return metrics
+
+
+def version_metrics(rows: Sequence[Mapping[str, Any]], prefix: str = "longflow/") -> dict[str, float]:
+    """Partial rollouts (v1 asynchronous modes): ``policy_versions/resumed_turns``, the fraction of assistant turns
+    that a weight update interrupted and that resumed under newer weights, and ``policy_versions/turn_span_max``,
+    the most versions one turn's tokens came from, minus one. Nothing without the turns' ``policy_versions``."""
+    spans = [
+        turn["policy_versions"][1] - turn["policy_versions"][0]
+        for row in rows
+        for turn in row.get("turns") or []
+        if turn.get("policy_versions")
+    ]
+    if not spans:
+        return {}
+    return {
+        f"{prefix}policy_versions/resumed_turns": _mean([span > 0 for span in spans]),
+        f"{prefix}policy_versions/turn_span_max": float(max(spans)),
+    }
 
 
 def _segment_metrics(

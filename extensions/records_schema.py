@@ -81,6 +81,9 @@ class TurnRecord(TypedDict, total=False):
     user: ``latency_s``, ``score``, ``text``, ``appended``. Context folding adds ``fold`` (the user
     message asking for a summary) and ``summary``/``summary_tagged`` (the assistant turn writing it), and
     ``carried`` (a user message without room in its segment, given to the next one after the summary).
+    An assistant turn also has ``policy_versions`` when the server reports weight versions (verl's v1 trainer):
+    [first, last] ``global_steps`` of the weights that generated it; two values differ when the turn was
+    interrupted by a weight update and resumed (asynchronous training's partial rollouts).
     """
 
     index: int
@@ -100,6 +103,7 @@ class TurnRecord(TypedDict, total=False):
     summary: bool
     summary_tagged: bool
     carried: bool
+    policy_versions: list[int]
 
 
 class Extras(TypedDict):
