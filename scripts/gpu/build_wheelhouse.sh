@@ -3,11 +3,12 @@
 #
 #   echo /.whl-gpu/ >> .git/info/exclude          # once (else the script writes .whl-gpu/.gitignore = "*")
 #   bash scripts/gpu/build_wheelhouse.sh           # full closure (~1.5 GiB of wheels + 469 MiB GGUF)
-#   LONGFLOW_LEAN=1 bash scripts/gpu/build_wheelhouse.sh   # drop vllm's optional kernel packs (see docs/gpu/README.md)
-#   LONGFLOW_ENGINES=vllm,sglang bash scripts/gpu/build_wheelhouse.sh   # also the SGLang stack (docs/gpu/README.md)
+#   LONGFLOW_LEAN=1 bash scripts/gpu/build_wheelhouse.sh   # drop vllm's optional kernel packs (scripts/gpu/README.md)
+#   LONGFLOW_ENGINES=vllm,sglang bash scripts/gpu/build_wheelhouse.sh   # also the SGLang stack (scripts/gpu/README.md)
 #   LONGFLOW_ENGINES=vllm,sglang LONGFLOW_STOP_AFTER=plan bash ...     # resolve + plan only: counts and sizes
 #
-# Then: python3 scripts/gpu/carry_plan.py   (the sequence of device calls), docs/gpu/README.md.
+# Then copy .whl-gpu/parts/ to the GPU machine (python3 scripts/gpu/carry_plan.py groups them for a size-limited
+# transfer) and run install_on_gpu.sh there: scripts/gpu/README.md.
 #
 # What it does:
 #  1. resolves the closure of pyproject.toml's dependencies + scripts/gpu/requirements-gpu.in

@@ -42,9 +42,9 @@
 # 30 steps took 11 min (median 21.4 s) and the whole hold 29.6 min of 30 (docs/results/ledger-grpo30-h200): a tight fit.
 # With docs/results parked (scripts/gpu/park_results.sh) the carry is 35 calls, 3.3 min; on an H100 the trainer started
 # at 9.1 min held and finished step 2 at 15.4 min (docs/results/ledger-h100-lost-hold): the whole plan no longer fits
-# one hold. docs/gpu/README.md ("Issue 21 on one H100") splits it in two, with VAL_ALSO=truncated (the
+# one hold. docs/results/ledger-fold-grpo30-h100/README.md splits it in two, with VAL_ALSO=truncated (the
 # baseline in the trainer's validation, experiments/ledger_folding/run.sh) and a carried warm start; the split ran
-# in one session on 2026-11-26 (docs/results/ledger-fold-grpo30-h100: 27.7 + 12.6 min held).
+# in one session on 2026-11-26 (27.7 + 12.6 min held).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export LEDGER_QUESTION=${LEDGER_QUESTION:-flagged} TEST_COUNT=${TEST_COUNT:-128} TRAIN_COUNT=${TRAIN_COUNT:-1000}
