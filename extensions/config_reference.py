@@ -347,8 +347,8 @@ def registries_section() -> Iterator[str]:
     """The names the plugin registers with verl: agent loops, tool parsers, advantage estimators."""
     import yaml
 
-    import extensions.plugin  # noqa: F401  (fills the registries, as verl's plugin loading does)
     from extensions.custom_advantages import ESTIMATORS
+    from extensions.plugin import AGENT_LOOPS  # importing it fills the registries, as verl's plugin loading does
     from extensions.verl_compat import agent_loop_registry, tool_parser_registry
 
     pack_parsers = sorted(
@@ -357,7 +357,9 @@ def registries_section() -> Iterator[str]:
         if getattr(parser, "__module__", "").startswith("extensions.")
     )
     entries = yaml.safe_load((ROOT / "extensions" / "custom_rollouts.yaml").read_text())
-    loops = {e["name"]: e["_target_"] for e in entries if e["name"] in agent_loop_registry()}
+    loops = dict(AGENT_LOOPS)  # what the plugin registers; the live registry also holds whatever a run loaded
+    assert set(loops) <= set(agent_loop_registry()), "the plugin did not register its loops"
+    listed = ", ".join(f"`{e['name']}`" for e in entries)
     yield "## Names the plugin registers"
     yield ""
     yield "Loaded through verl's `verl.plugins` entry point (`extensions/plugin.py`)."
@@ -368,6 +370,8 @@ def registries_section() -> Iterator[str]:
     yield f"| `actor_rollout_ref.rollout.agent.default_agent_loop`, the data's `agent_name` | {loop_names} |"
     yield f"| `actor_rollout_ref.rollout.multi_turn.format`, `tool_parser` | {', '.join(f'`{p}`' for p in pack_parsers)} |"
     yield f"| `algorithm.adv_estimator` | {', '.join(f'`{e}`' for e in ESTIMATORS)} |"
+    yield ""
+    yield f"`agent_loop_config_path=extensions/custom_rollouts.yaml` adds the entries {listed}."
     yield ""
 
 

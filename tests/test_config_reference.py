@@ -70,7 +70,8 @@ def test_every_config_model_of_the_pack_has_a_section() -> None:
                 and name.endswith(("Settings", "Config", "Limits", "Spec"))
             ):
                 found.add(f"{info.name}.{name}")
-    assert found <= listed, sorted(found - listed)
+    covered = {f for f in found if f in listed or any(issubclass(ref.load(m), ref.load(f)) for m in listed)}
+    assert found == covered, sorted(found - covered)  # a listed subclass (PythonExecConfig) shows its base's keys
 
 
 def test_every_interaction_key_the_constructor_accepts_is_listed(page: str) -> None:
