@@ -28,6 +28,7 @@ several loops' rows (their agent_name column) and measure each, e.g. a baseline 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -149,7 +150,10 @@ def compute_score(
         acc, answer_found = scorer(answer_text(solution_str, pieces), str(ground_truth), settings.mode)
     except SampleError as exc:
         raise SampleError(f"{sample}: {exc}") from None
-    return combine(acc, answer_found, pieces, settings)
+    result = combine(acc, answer_found, pieces, settings)
+    if not math.isfinite(result["score"]):
+        raise SampleError(f"{sample}: the final score is {result['score']!r}; scores must be finite numbers")
+    return result
 
 
 def _mean(values: list[float]) -> float:

@@ -176,6 +176,16 @@ def test_verl_router_kwargs_are_accepted() -> None:
             "data_source 'openai/gsm8k' sample index 5: turn_scores must hold numbers only; got 'good'",
         ),
         (
+            {"index": 5, "turn_scores": [1.0, float("nan")]},
+            "data_source 'openai/gsm8k' sample index 5: turn_scores[1] is nan (from the interaction (user)); scores "
+            "must be finite numbers, and one NaN would poison its whole GRPO group",
+        ),
+        (
+            {"index": 5, "tool_rewards": np.array([float("inf")])},
+            "data_source 'openai/gsm8k' sample index 5: tool_rewards[0] is inf (from a tool call); scores must be "
+            "finite numbers, and one NaN would poison its whole GRPO group",
+        ),
+        (
             {"index": 5, "extras": {"num_malformed_tool_calls": -1}},
             "data_source 'openai/gsm8k' sample index 5: extras.num_malformed_tool_calls must be a non-negative "
             "integer, got -1",
@@ -186,6 +196,18 @@ def test_bad_trajectory_record(extra_info: dict[str, Any], message: str) -> None
     with pytest.raises(SampleError) as info:
         compute_score("openai/gsm8k", "#### 72", "72", extra_info)
     assert str(info.value) == message
+
+
+def test_a_non_finite_final_score_names_the_sample() -> None:
+    with pytest.raises(SampleError) as info:
+        # finite pieces whose weighted sum overflows
+        compute_score(
+            "openai/gsm8k", "#### 72", "72", {"index": 3, "turn_scores": [1.0]}, w_outcome=1e308, w_turn=1e308
+        )
+    assert (
+        str(info.value)
+        == "data_source 'openai/gsm8k' sample index 3: the final score is inf; scores must be finite numbers"
+    )
 
 
 def test_bad_ground_truth() -> None:
