@@ -94,14 +94,15 @@ def test_error_trajectory_has_outcome_zero_and_its_penalty() -> None:
     result = compute_score(
         "longflow/gsm8k", "#### 72", "72", trajectory("error"), **WEIGHTS, error_penalty=0.5, budget_penalty=0.25
     )
-    # outcome 0 although the answer is right: 0 + 0.25 + 0.125 - 0.25 - 0.5
-    assert (result["acc"], result["outcome"], result["is_error"]) == (1.0, 0.0, 1.0)
+    # an error trajectory has no answer (rewards/gsm8k.py): 0 + 0.25 + 0.125 - 0.25 - 0.5
+    assert (result["acc"], result["outcome"], result["is_error"]) == (0.0, 0.0, 1.0)
     assert (result["termination_penalty"], result["score"]) == (0.5, -0.375)
 
 
 def test_response_budget_penalty() -> None:
     result = compute_score("longflow/gsm8k", "#### 72", "72", trajectory("response_budget"), budget_penalty=0.25)
-    assert (result["score"], result["outcome"], result["is_response_budget"]) == (0.75, 1.0, 1.0)
+    # a reply cut off by the budget has no answer, whatever number it ended on
+    assert (result["score"], result["outcome"], result["is_response_budget"]) == (-0.25, 0.0, 1.0)
 
 
 @pytest.mark.parametrize(
