@@ -100,6 +100,21 @@ def test_the_threshold_setting() -> None:
         assert str(err.value) == f"algorithm.max_error_rate must be a number between 0 and 1, got {bad!r}"
 
 
+def test_the_config_check_reports_a_bad_threshold(tmp_path) -> None:
+    from extensions.config_check import check_file
+
+    exp = tmp_path / "experiments" / "bad"
+    exp.mkdir(parents=True)
+    (exp / "config.yaml").write_text(
+        "hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults: [ppo_trainer, _self_]\n"
+        "algorithm: {adv_estimator: grpo, max_error_rate: 2}\n"
+    )
+    problems = check_file(exp / "config.yaml")
+    assert problems == [f"{exp / 'config.yaml'}: algorithm.max_error_rate must be a number between 0 and 1, got 2"], (
+        problems
+    )
+
+
 def test_the_post_advantage_hook_checks_then_weighs() -> None:
     rows = [row("final_answer", segment=0, num_segments=2), row("final_answer", segment=1, num_segments=2)]
     batch = data(2)
