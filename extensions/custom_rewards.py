@@ -65,7 +65,7 @@ OutcomeScorer = Callable[[str, str, Mode, str], tuple[bool, bool]]
 
 def score_gsm8k(text: str, ground_truth: str, mode: Mode, termination_reason: str = "") -> tuple[bool, bool]:
     """Score a GSM8K answer: extract a number from ``text`` and compare it with ``ground_truth``. A reply that
-    ended on ``response_budget``, ``max_segments`` or ``error`` has no answer (``rewards/gsm8k.py``)."""
+    ended on ``response_budget`` or ``error`` has no answer (``rewards/gsm8k.py``)."""
     truth = normalize_number(ground_truth)
     if truth is None:
         raise SampleError(f"ground_truth {ground_truth!r} is not a number; GSM8K ground truths look like '72'")

@@ -43,7 +43,7 @@ def test_rescoring_every_kind_of_dump(tmp_path: Path) -> None:
             "7",
             1.0,
         ),
-        val_row("b_0_0", "so far 7 and\n#### 7", "7", 1.0, "max_segments"),
+        val_row("b_0_0", "so far 7 and\n#### 7", "7", 1.0, "response_budget"),
         val_row("c_0_0", 'asked\n<tool_call>\n{"name": "read_page", "arguments": {"page": 7}}\n</tool_call>', "7", 1.0),
     ]
     (results / "ledger-run" / "fold_grpo").mkdir(parents=True)
@@ -88,13 +88,13 @@ def test_rescoring_every_kind_of_dump(tmp_path: Path) -> None:
         "| ledger-cpu | [trajectories.jsonl.gz](rescoring/ledger-cpu__trajectories.jsonl.gz.csv) | 2/2 (1.0000) | "
         "1/2 (0.5000) | 1 the number was inside a code or output block |\n"
         "| ledger-run | [fold_grpo/val_step30.jsonl.xz](rescoring/ledger-run__fold_grpo_val_step30.jsonl.xz.csv) | "
-        "3/3 (1.0000) | 1/3 (0.3333) | 1 ended on max_segments: no answer; 1 the last turn asked for a tool: no "
+        "3/3 (1.0000) | 1/3 (0.3333) | 1 ended on response_budget: no answer; 1 the last turn asked for a tool: no "
         "answer text; recorded verdict not reproduced from the dumped text |\n"
     )
     assert (results / "rescoring" / "ledger-run__fold_grpo_val_step30.jsonl.xz.csv").read_text() == (
         "key,ground_truth,termination_reason,old_acc,new_acc,new_strict_acc,new_answer,why\n"
         "a_0,7,final_answer,1.0,1.0,1.0,7,\n"
-        "b_0,7,max_segments,1.0,0.0,0.0,,ended on max_segments: no answer\n"
+        "b_0,7,response_budget,1.0,0.0,0.0,,ended on response_budget: no answer\n"
         "c_0,7,final_answer,1.0,0.0,0.0,,the last turn asked for a tool: no answer text; recorded verdict not "
         "reproduced from the dumped text\n"
     )

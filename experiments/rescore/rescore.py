@@ -252,7 +252,7 @@ Written by `PYTHONPATH=$PWD python experiments/rescore/rescore.py` (its docstrin
 dump recorded (the last number of the reply, thinking removed). New: the reward's current rules
 (`extensions/rewards/gsm8k.py`, `flexible` mode as every committed config): a `####` line or `\\boxed{}` first,
 never a number inside code, an output block, inline code or an identifier, and no answer for a reply that ended on
-`response_budget`, `max_segments` or `error`. One row per trajectory (a folded one counted once); each dump's CSV
+`response_budget` or `error`. One row per trajectory (a folded one counted once); each dump's CSV
 lists every trajectory with its old and new verdicts (`new_strict_acc`: strict mode) and why they differ.
 
 | result folder | dump | old | new | why it differs (trajectories) |

@@ -1,8 +1,9 @@
 """GSM8K (and ledger) answer extraction: what counts as the final answer, and what never does.
 
-1. A trajectory that ended on ``response_budget``, ``max_segments`` (its last reply was cut off) or ``error``
-   has no answer (``NO_ANSWER_REASONS``; ``compute_score`` applies it): a reward that pays for a cut-off
-   reply can be learned.
+1. A trajectory that ended on ``response_budget`` (its last reply was cut off; a folding loop's last segment
+   too) or ``error`` has no answer (``NO_ANSWER_REASONS``; ``compute_score`` applies it): a reward that pays
+   for a cut-off reply can be learned. ``max_segments`` (a fold was wanted, none was left) keeps its answer and
+   pays ``budget_penalty``.
 2. Only prose counts. Thinking (``<think>...</think>``), fenced blocks (```` ```python ````, the code-fence
    format's ```` ```output ````, any other), an unclosed fence and everything after it, and inline code
    (`` `...` ``, so the prompt's own `` `#### 72` `` copied mid-reply) are removed first (``prose``).
@@ -32,7 +33,7 @@ LONGFLOW_GSM8K = "longflow/gsm8k"
 LONGFLOW_LEDGER = "longflow/ledger"
 """The paged-ledger task (``python -m extensions.data.ledger``): its answer is a ``#### <number>`` too."""
 
-NO_ANSWER_REASONS = frozenset({"response_budget", "max_segments", "error"})
+NO_ANSWER_REASONS = frozenset({"response_budget", "error"})
 """Termination reasons whose trajectory has no answer: its last reply was cut off, or the loop failed."""
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)

@@ -99,7 +99,7 @@ def test_issue_41_cases(text: str, strict: str | None, flexible: str | None) -> 
     assert (extract_strict(text), extract_flexible(text)) == (strict, flexible)
 
 
-@pytest.mark.parametrize("reason", ["response_budget", "max_segments", "error"])
+@pytest.mark.parametrize("reason", ["response_budget", "error"])
 def test_a_reply_that_ended_on_the_budget_or_an_error_has_no_answer(reason: str) -> None:
     text = "So far 6 * 12 = 72, and\n#### 72"
     assert extract_answer(text, "flexible", reason) is None and extract_answer(text, "strict", reason) is None
@@ -117,7 +117,8 @@ def test_the_ledger_answer_follows_the_same_rules() -> None:
 
     assert score("The balance is 1268.\n#### 1268") == (1.0, 1.0)
     assert score("\\boxed{1268}") == (1.0, 1.0)
-    assert score("#### 1268", "max_segments") == (0.0, 0.0)
+    assert score("#### 1268", "response_budget") == (0.0, 0.0)
+    assert score("#### 1268", "max_segments") == (1.0, 1.0)  # a fold was wanted and none was left: not cut off
     assert score('`{"page": 1268}` next') == (0.0, 0.0)
     assert score("```\nbalance = 1268\n```") == (0.0, 0.0)
 
