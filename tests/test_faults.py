@@ -24,14 +24,14 @@ def clean_samples(loop: str) -> list[dict]:
 
 
 def comparable(row: Row) -> tuple:
-    """Everything of a trajectory except wall-clock latencies."""
+    """Everything of a trajectory except wall-clock latencies and times (``started_at``, ``finished_at``)."""
     turns = [{k: v for k, v in t.items() if k != "latency_s"} for t in row.extras["turns"]]
     for t in turns:
         t["tool_calls"] = [
             {k: v for k, v in c.items() if k != "latency_s"} if isinstance(c, dict) else c
             for c in t.get("tool_calls", [])
         ]
-    extras = {k: v for k, v in row.extras.items() if k != "turns"}
+    extras = {k: v for k, v in row.extras.items() if k not in ("turns", "started_at", "finished_at")}
     return row.prompt_ids, row.response_ids, row.mask, row.logprobs, turns, extras, row.turn_scores, row.tool_rewards
 
 
