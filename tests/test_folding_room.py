@@ -228,21 +228,21 @@ LONG_BLOCK = '```python\nprint("alpha " * 120)\n```\n'
 
 
 async def test_code_whose_output_did_not_fit_is_not_recorded_as_run(fence_worker, sandbox_calls, monkeypatch):
-    """The block ran but its output had no room, so the model never saw it: ``_run_inline`` returns None and
-    takes the code back out of ``code_run`` (its contract: "not recorded as run, and may run again"). The spy
-    reads ``code_run`` as ``_run_inline`` returns, since the fold that follows forgets every run code anyway.
+    """The block ran but its output had no room, so the model never saw it: ``code_fence_loop.run_inline`` returns
+    None and takes the code back out of ``code_run`` (its contract: "not recorded as run, and may run again"). The
+    spy reads ``code_run`` as ``run_inline`` returns, since the fold that follows forgets every run code anyway.
     The next segment runs it again and sees its output."""
-    from extensions.custom_rollouts import LongWorkflowAgent
+    from extensions import code_fence_loop
 
     after_inline: list[tuple[bool, bool]] = []
-    run_inline = LongWorkflowAgent._run_inline
+    run_inline = code_fence_loop.run_inline
 
-    async def spy(self, episode, block, text):
-        inserted = await run_inline(self, episode, block, text)
+    async def spy(loop, episode, block, text):
+        inserted = await run_inline(loop, episode, block, text)
         after_inline.append((inserted is None, block.code.strip() in episode.code_run))
         return inserted
 
-    monkeypatch.setattr(LongWorkflowAgent, "_run_inline", spy)
+    monkeypatch.setattr(code_fence_loop, "run_inline", spy)
     tok = fence_worker.tokenizer
     room = 40  # tokens for context messages: an empty output block fits, the printed text does not
     first = filler(tok, "\n" + LONG_BLOCK, RESPONSE_LENGTH - reserve(tok) - RESERVE_FINAL - room)
