@@ -5,7 +5,7 @@ Run from the repository root (``PYTHONPATH=$PWD``: the checkout's ``extensions``
     PYTHONPATH=$PWD python experiments/rescore/rescore.py     # writes docs/results/rescoring.md and rescoring/*.csv
     PYTHONPATH=$PWD python experiments/rescore/rescore.py --results DIR --out DIR
 
-Dumps it reads (issue 41, item 2):
+Dumps it reads:
 - verl validation dumps (``trainer.validation_data_dir``): ``val_step<N>.jsonl.xz``, ``val.tar.gz`` (``val/<N>.jsonl``)
   and ``gpu-h100-run1/<N>.jsonl``: one row per output (a folded trajectory is a row per segment; its last segment
   counts). The answer text is the last assistant turn of ``output`` (no answer if it holds a ``<tool_call>``, as the
@@ -246,7 +246,11 @@ def summary_line(folder: Path, dump: str, rows: list[Row], csv_path: str) -> str
     )
 
 
-HEADER = """# Rescoring of the committed GSM8K and ledger dumps (issue 41)
+HEADER = """# Rescoring of the committed GSM8K and ledger dumps
+
+**Claim:** every committed GSM8K and ledger figure, rescored with the reward's current answer rules; most move by a few trajectories.
+
+Command: `PYTHONPATH=$PWD python experiments/rescore/rescore.py`
 
 Written by `PYTHONPATH=$PWD python experiments/rescore/rescore.py` (its docstring says what it reads and how). Old: the figure each
 dump recorded (the last number of the reply, thinking removed). New: the reward's current rules
