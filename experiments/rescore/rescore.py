@@ -8,7 +8,7 @@ Run from the repository root (``PYTHONPATH=$PWD``: the checkout's ``extensions``
 Dumps it reads:
 - verl validation dumps (``trainer.validation_data_dir``): ``val_step<N>.jsonl.xz``, ``val.tar.gz`` (``val/<N>.jsonl``)
   and ``gpu-h100-run1/<N>.jsonl``: one row per output (a folded trajectory is a row per segment; its last segment
-  counts). The answer text is the last assistant turn of ``output`` (no answer if it holds a ``<tool_call>``, as the
+  counts). The answer text is the last assistant turn of ``output`` (no answer if a ``<tool_call>`` is in it, as the
   loop's ``final_answer_text`` is then empty); the reason comes from the ``term_<reason>`` columns.
 - rollout CLI records (``trajectories.jsonl.gz|xz``, schema ``verl-longflow/trajectory/v1``): the last assistant
   turn's text (a ``submit_answer`` call: its ``#### <answer>``; another tool call: no answer).
@@ -250,7 +250,7 @@ HEADER = """# Rescoring of the committed GSM8K and ledger dumps
 
 **Claim:** every committed GSM8K and ledger figure, rescored with the reward's current answer rules; most move by a few trajectories.
 
-Command: `PYTHONPATH=$PWD python experiments/rescore/rescore.py`
+**Reproduce:** `PYTHONPATH=$PWD python experiments/rescore/rescore.py`
 
 Written by `PYTHONPATH=$PWD python experiments/rescore/rescore.py` (its docstring says what it reads and how). Old: the figure each
 dump recorded (the last number of the reply, thinking removed). New: the reward's current rules
