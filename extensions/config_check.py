@@ -45,6 +45,7 @@ from extensions.engine_rules import composed_stop_string_problems
 from extensions.errors import ConfigError, choices
 from extensions.segment_weights import check_segment_estimator
 from extensions.trainer_mode_check import check_trainer_mode
+from extensions.training_signal import max_error_rate
 
 ROOT = Path(__file__).resolve().parents[1]
 SKIP_DIRS = {".venv", ".git", "node_modules", "outputs", ".ci", ".github"}
@@ -172,6 +173,7 @@ def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> lis
     try:  # verl itself only fails at the first advantage step, without listing the names
         check_estimator_name(cfg.algorithm.adv_estimator)
         check_segment_estimator(cfg.algorithm, folding=_is_folding(cfg, rollout.agent.default_agent_loop))
+        max_error_rate(cfg.algorithm)
     except ConfigError as exc:
         problems.append(f"{where}: {exc}")
     problems += check_rollout_size(cfg, where) + check_trainer_mode(cfg, where) if training else []

@@ -36,7 +36,8 @@ arXiv:2505.11821; rLLM's stepwise advantages broadcast per-step values the same 
 
     A_{i,1} = norm(S_i; {S_j : j in the group})                       (verl's GRPO, op for op)
     A_{i,k} = (G_{i,k} - (1/N) sum_{j reaching turn k} G_{j,k}) / (sigma + eps),  k > 1
-    N is the group size; a row that ended before turn k adds 0 to the sum; sigma is one scale per
+    N is the group size less its fallback rows (below: their later turns are unknown, so they take part
+    in turn 1's GRPO only); a row that ended before turn k adds 0 to the sum; sigma is one scale per
     group: the std of all its returns, every row's G_{j,1..K} zero-padded to the longest row's K
     (1 for a group of one; no division when norm_adv_by_std_in_grpo is false). Not GRPO's std of S:
     in a group whose rows all scored the same (std 0), the later turns' centred returns are not 0

@@ -28,6 +28,7 @@ several loops' rows (their agent_name column) and measure each, e.g. a baseline 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -58,16 +59,17 @@ REWARD_KEYS = (
 """Keys of every returned dict, in order; all values are floats. The counts and the ``term_<reason>``
 one-hot (1.0 for the reason the trajectory ended with) feed ``longflow/val/`` metrics."""
 
-# An outcome scorer: (answer text, ground truth, mode) -> (answer is right, an answer was found).
-OutcomeScorer = Callable[[str, str, Mode], tuple[bool, bool]]
+# An outcome scorer: (answer text, ground truth, mode, termination reason) -> (answer is right, an answer was found).
+OutcomeScorer = Callable[[str, str, Mode, str], tuple[bool, bool]]
 
 
-def score_gsm8k(text: str, ground_truth: str, mode: Mode) -> tuple[bool, bool]:
-    """Score a GSM8K answer: extract a number from ``text`` and compare it with ``ground_truth``."""
+def score_gsm8k(text: str, ground_truth: str, mode: Mode, termination_reason: str = "") -> tuple[bool, bool]:
+    """Score a GSM8K answer: extract a number from ``text`` and compare it with ``ground_truth``. A reply that
+    ended on ``response_budget`` or ``error`` has no answer (``rewards/gsm8k.py``)."""
     truth = normalize_number(ground_truth)
     if truth is None:
         raise SampleError(f"ground_truth {ground_truth!r} is not a number; GSM8K ground truths look like '72'")
-    answer = extract_answer(text, mode)
+    answer = extract_answer(text, mode, termination_reason)
     return is_correct(answer, truth), answer is not None
 
 
@@ -146,10 +148,14 @@ def compute_score(
     sample = f"data_source {str(data_source)!r} sample index {(extra_info or {}).get('index', '?')}"
     pieces = read_pieces(extra_info, sample=sample)
     try:
-        acc, answer_found = scorer(answer_text(solution_str, pieces), str(ground_truth), settings.mode)
+        text = answer_text(solution_str, pieces)
+        acc, answer_found = scorer(text, str(ground_truth), settings.mode, pieces.termination_reason)
     except SampleError as exc:
         raise SampleError(f"{sample}: {exc}") from None
-    return combine(acc, answer_found, pieces, settings)
+    result = combine(acc, answer_found, pieces, settings)
+    if not math.isfinite(result["score"]):
+        raise SampleError(f"{sample}: the final score is {result['score']!r}; scores must be finite numbers")
+    return result
 
 
 def _mean(values: list[float]) -> float:

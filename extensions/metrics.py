@@ -36,6 +36,7 @@ from typing import Any
 
 from extensions.custom_rewards import LABEL_SEP, split_label
 from extensions.records_schema import TERMINATION_REASONS as REASONS
+from extensions.segment_weights import is_last_segment, segment_count
 
 COUNTS = {
     "assistant_turns": "num_assistant_turns",
@@ -63,7 +64,7 @@ def longflow_metrics(
     metrics.update(rollout_timing([row for row in recorded if "finished_at" in row], prefix, sampled_at))
     metrics.update(version_metrics(recorded, prefix))
     segments = [row for row in recorded if "num_segments" in row]
-    recorded = [row for row in recorded if row.get("segment", 0) == row.get("num_segments", 1) - 1]
+    recorded = [row for row in recorded if is_last_segment(row)]
     if not recorded:
         return metrics
     if segments:
@@ -130,7 +131,7 @@ def version_metrics(rows: Sequence[Mapping[str, Any]], prefix: str = "longflow/"
 def _segment_metrics(
     segments: Sequence[Mapping[str, Any]], finals: Sequence[Mapping[str, Any]], prefix: str
 ) -> dict[str, float]:
-    counts = [row["num_segments"] for row in finals]
+    counts = [segment_count(row) for row in finals]
     folds = [row for row in segments if row.get("fold_trigger")]
     metrics = {
         f"{prefix}segments/mean": _mean(counts),

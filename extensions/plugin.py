@@ -21,7 +21,7 @@ AGENT_LOOPS = {
 
 def register() -> dict[str, list[str]]:
     """Register parsers, agent loops and advantage estimators with verl; idempotent. Returns what was registered."""
-    from extensions import custom_advantages, metrics, segment_weights, verl_compat
+    from extensions import custom_advantages, metrics, training_signal, verl_compat
     from extensions.interactions import base
     from extensions.parsers import register_parsers
     from extensions.tools.mcp.legacy import load_expanding_mcp
@@ -34,7 +34,7 @@ def register() -> dict[str, list[str]]:
     verl_compat.install_trainer_hooks(
         training_metrics=metrics.longflow_metrics,
         validation_metrics=metrics.validation_metrics,
-        advantage_post=segment_weights.weigh_advantages,
+        advantage_post=training_signal.after_advantages,
     )
     custom_advantages.set_rows_provider(verl_compat.advantage_rows)
     return {

@@ -20,6 +20,8 @@ import numpy as np
 import torch
 from verl.trainer.ppo import core_algos
 
+from extensions.errors import SampleError
+
 logger = logging.getLogger(__name__)
 
 EPSILON = 1e-6  # verl's compute_grpo_outcome_advantage default
@@ -64,6 +66,7 @@ def parse_turns(extras: Any, length: int) -> tuple[list[AssistantTurn] | None, s
             return None, "bad_span"
         reward = turn.get("reward")
         reward = 0.0 if reward is None else reward
+        _check_finite(reward, f"assistant turn {len(parsed)}'s reward")
         if not _is_number(reward):
             return None, "bad_reward"
         anchor = turn.get("anchor")
@@ -96,6 +99,8 @@ def _steps(
         anchors.append(call_anchor if isinstance(call_anchor, str) and call_anchor else None)
     bounds.append(span[1])
     rewards = turn.get("step_rewards")
+    for j, value in enumerate(rewards if isinstance(rewards, list | tuple) else []):
+        _check_finite(value, f"step_rewards[{j}]")
     if rewards is None:
         rewards = [0.0] * len(calls) + [reward]
     elif not (isinstance(rewards, list | tuple) and len(rewards) == len(calls) + 1 and all(map(_is_number, rewards))):
@@ -108,6 +113,12 @@ def _span(value: Any) -> tuple[int, int] | None:
     if isinstance(value, list | tuple) and len(value) == 2 and all(isinstance(p, Integral) for p in value):
         return int(value[0]), int(value[1])
     return None
+
+
+def _check_finite(value: Any, what: str) -> None:
+    """A number that is NaN or inf is an error, never a silent fallback (one NaN poisons a GRPO group)."""
+    if isinstance(value, Real) and not isinstance(value, bool) and not math.isfinite(value):
+        raise SampleError(f"{what} is {value!r}; process rewards must be finite numbers")
 
 
 def _is_number(value: Any) -> bool:
@@ -163,12 +174,19 @@ def _prepare(
     if rows is not None and len(rows) != batch_size:
         raise ValueError(f"{estimator}: the rows provider gave {len(rows)} records for a batch of {batch_size} rows")
     scores = token_level_rewards.sum(dim=-1)
+    bad = (~torch.isfinite(scores)).nonzero().flatten().tolist()
+    if bad:
+        named = ", ".join(f"row {i} (uid {index[i]})" for i in bad[:5])
+        raise SampleError(f"{estimator}: the score of {len(bad)} of {batch_size} rows is not finite: {named}")
     turns: list[list[AssistantTurn] | None] = []
     returns: list[torch.Tensor] = []
     reasons: Counter[str] = Counter()
     covered = torch.zeros_like(response_mask, dtype=torch.bool)
     for i in range(batch_size):
-        parsed, reason = parse_turns(None if rows is None else rows[i], length)
+        try:
+            parsed, reason = parse_turns(None if rows is None else rows[i], length)
+        except SampleError as exc:
+            raise SampleError(f"{estimator}: row {i} (uid {index[i]}): {exc}") from None
         turns.append(parsed)
         if parsed is None:
             reasons[reason or "no_records"] += 1
@@ -229,8 +247,10 @@ def turn_level_advantages(
     advantages_by_turn: list[list[torch.Tensor]] = [[] for _ in range(batch_size)]
     with torch.no_grad():
         group_turns = _per_index_turns if per_index else _group_baseline_turns
+        fallback = frozenset(i for i, parsed in enumerate(prep.turns) if parsed is None)
         inherited = sum(
-            group_turns(members, prep.returns, advantages_by_turn, norm_by_std, epsilon) for members in groups.values()
+            group_turns(members, prep.returns, advantages_by_turn, norm_by_std, epsilon, fallback)
+            for members in groups.values()
         )
         advantages = torch.zeros_like(token_level_rewards)
         for i, parsed in enumerate(prep.turns):
@@ -243,21 +263,30 @@ def turn_level_advantages(
 
 
 def _group_baseline_turns(
-    members: list[int], returns: list[torch.Tensor], out: list[list[torch.Tensor]], norm_by_std: bool, epsilon: float
+    members: list[int],
+    returns: list[torch.Tensor],
+    out: list[list[torch.Tensor]],
+    norm_by_std: bool,
+    epsilon: float,
+    fallback: frozenset[int] = frozenset(),
 ) -> int:
     """turn_grpo: turn 1 is verl's GRPO; turn k > 1 gets (G_k - sum of the group's G_k / N) / (sigma + eps),
     rows that ended before turn k adding 0 to the sum, sigma the std of the group's zero-padded returns of
-    every turn (module docstring). Returns 0 (nothing inherited)."""
+    every turn (module docstring). Fallback rows (no usable records) take part in turn 1 only: their later
+    turns are unknown, so they are not in N or sigma. Returns 0 (nothing inherited)."""
     first = [returns[i][0] for i in members]
     for i, value in zip(members, _normalise(first, norm_by_std, epsilon), strict=True):
         out[i].append(value)
-    n, turns = len(members), max(len(returns[i]) for i in members)
+    credited = [i for i in members if i not in fallback]
+    if not credited:
+        return 0
+    n, turns = len(credited), max(len(returns[i]) for i in credited)
     padded = torch.zeros(n, turns, dtype=first[0].dtype)
-    for row, i in enumerate(members):
+    for row, i in enumerate(credited):
         padded[row, : len(returns[i])] = returns[i]
     std = torch.std(padded) if n > 1 else torch.tensor(1.0)
     for k in range(1, turns):
-        reaching = [i for i in members if len(returns[i]) > k]
+        reaching = [i for i in credited if len(returns[i]) > k]
         baseline = torch.stack([returns[i][k] for i in reaching]).sum() / n if n > 1 else torch.tensor(0.0)
         for i in reaching:
             centred = returns[i][k] - baseline
@@ -266,9 +295,15 @@ def _group_baseline_turns(
 
 
 def _per_index_turns(
-    members: list[int], returns: list[torch.Tensor], out: list[list[torch.Tensor]], norm_by_std: bool, epsilon: float
+    members: list[int],
+    returns: list[torch.Tensor],
+    out: list[list[torch.Tensor]],
+    norm_by_std: bool,
+    epsilon: float,
+    fallback: frozenset[int] = frozenset(),
 ) -> int:
-    """turn_grpo_per_index: G_k normalised among the rows that reached turn k (biased; module docstring)."""
+    """turn_grpo_per_index: G_k normalised among the rows that reached turn k (biased; module docstring).
+    Fallback rows hold one return, so they never reach turn k > 1."""
     inherited = 0
     for k in range(max(len(returns[i]) for i in members)):
         reaching = [i for i in members if len(returns[i]) > k]

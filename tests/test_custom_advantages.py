@@ -18,7 +18,7 @@ from verl.trainer.config import AlgoConfig
 from verl.trainer.ppo import core_algos
 
 from extensions import custom_advantages as ca
-from extensions.errors import ConfigError, choices
+from extensions.errors import ConfigError, SampleError, choices
 from extensions.verl_config import compose_verl_config
 
 with warnings.catch_warnings():
@@ -254,8 +254,9 @@ def test_rows_without_records_fall_back_to_the_episode_advantage(caplog: pytest.
     rows = [ROWS[0], None, {"turns": [turn(0, 2, 0.0), turn(3, 99, 0.0)]}]  # row 2: a span past the response
     with caplog.at_level(logging.WARNING, logger="extensions.turn_credit"):
         adv, stats = ca.turn_level_advantages(REWARDS, MASK, UIDS, rows, 1.0, False)
-    # k=1 over G = 1.5 (row 0), S = 0 (row 1), S = 1.5 (row 2) -> 0.5, -1, 0.5; row 0 alone at k=2: 1 - 1/3
-    second = (t(1.0) - t([1.0]).sum() / 3).item()
+    # k=1 over G = 1.5 (row 0), S = 0 (row 1), S = 1.5 (row 2) -> 0.5, -1, 0.5; at k=2 row 0 is the only row with
+    # records: the fallback rows are not in N (N = 1, baseline 0), so its G_2 = 1.0 stays
+    second = 1.0
     expected = t(
         [
             [0.5, 0.5, 0.5, 0, 0, second, second, second, 0, 0],
@@ -272,6 +273,41 @@ def test_rows_without_records_fall_back_to_the_episode_advantage(caplog: pytest.
     ]
 
 
+def test_fallback_rows_stay_out_of_their_groups_later_turn_baselines() -> None:
+    """Row 1 has no records: it takes part in turn 1's GRPO, but not in N or sigma of turns k > 1."""
+    adv, stats = ca.turn_level_advantages(REWARDS, MASK, UIDS, [ROWS[0], None, ROWS[2]], gamma=1.0, norm_by_std=True)
+    (a0, a1, a2) = z([1.5, 0.0, 1.5])
+    # rows 0 and 2 only: N = 2, sigma = std of their zero-padded returns (1.5, 1.0, 0) and (1.5, 2.0, 1.5)
+    scale = torch.std(t([1.5, 1.0, 0.0, 1.5, 2.0, 1.5])) + EPS
+    b0, b2, c2 = (t(1.0) - 1.5) / scale, (t(2.0) - 1.5) / scale, (t(1.5) - 0.75) / scale
+    expected = t(
+        [
+            [a0, a0, a0, 0, 0, b0, b0, b0, 0, 0],
+            [a1, a1, a1, a1, 0, 0, 0, 0, 0, 0],
+            [a2, a2, 0, 0, b2, b2, 0, c2, 0, 0],
+        ]
+    )
+    assert torch.equal(adv, expected)
+    assert stats["fallback_rows"] == 1
+
+
+def test_a_non_finite_score_or_process_reward_is_an_error_naming_the_row() -> None:
+    rewards = REWARDS.clone()
+    rewards[2, 8] = float("nan")
+    with pytest.raises(SampleError) as err:
+        ca.turn_level_advantages(rewards, MASK, UIDS, ROWS, gamma=1.0, norm_by_std=True)
+    assert str(err.value) == "turn_grpo: the score of 1 of 3 rows is not finite: row 2 (uid a)"
+    rows = [ROWS[0], ROWS[1], {"turns": [turn(0, 2, -0.5), turn(4, 6, float("inf"))]}]
+    with pytest.raises(SampleError) as err:
+        ca.turn_level_advantages(REWARDS, MASK, UIDS, rows, gamma=1.0, norm_by_std=True)
+    assert str(err.value) == (
+        "turn_grpo: row 2 (uid a): assistant turn 1's reward is inf; process rewards must be finite numbers"
+    )
+    steps = {"turns": [{**turn(0, 9, 0.5), "code_calls": [{"span": [2, 4]}], "step_rewards": [float("nan"), 0.5]}]}
+    with pytest.raises(SampleError, match=r"^step_rewards\[0\] is nan; process rewards must be finite numbers$"):
+        ca.parse_turns(steps, length=10)
+
+
 @pytest.mark.parametrize(
     ("extras", "reason"),
     [
@@ -280,7 +316,6 @@ def test_rows_without_records_fall_back_to_the_episode_advantage(caplog: pytest.
         ({"turns": [other("user", 0, 3)]}, "no_assistant_turns"),
         ({"turns": [turn(4, 6), turn(2, 3)]}, "bad_span"),
         ({"turns": [{"role": "assistant", "span": [0, "3"]}]}, "bad_span"),
-        ({"turns": [turn(0, 3, float("nan"))]}, "bad_reward"),
         ({"turns": [{"role": "assistant", "span": [0, 3], "reward": "1"}]}, "bad_reward"),
     ],
 )

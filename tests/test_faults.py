@@ -24,7 +24,7 @@ def clean_samples(loop: str) -> list[dict]:
 
 
 def comparable(row: Row) -> tuple:
-    """Everything of a trajectory except wall-clock latencies and times."""
+    """Everything of a trajectory except wall-clock latencies and times (``started_at``, ``finished_at``)."""
     turns = [{k: v for k, v in t.items() if k != "latency_s"} for t in row.extras["turns"]]
     for t in turns:
         t["tool_calls"] = [

@@ -5,6 +5,7 @@ Without folds left, both end the trajectory with ``response_budget`` as in ``lon
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -204,3 +205,89 @@ async def test_a_fold_call_from_a_sample_not_offered_the_tool_is_an_unknown_tool
     assert record.segments == [] and [t.role for t in record.turns] == ["assistant", "tool", "assistant"]
     assert "fold" in record.turns[1].text and "echo" in record.turns[1].text  # the error names the offered tools
     assert '"name": "fold"' not in tok.decode(record.prompt_ids)
+
+
+@pytest.fixture
+def sandbox_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The code of every block the loop hands to the sandbox (``code_fence_loop.run_block``'s tool call)."""
+    from extensions import tool_session
+
+    calls: list[str] = []
+    original = tool_session.ToolSession.call
+
+    async def spy(self, name, arguments, *args, **kwargs):
+        calls.append(json.loads(arguments)["code"])
+        return await original(self, name, arguments, *args, **kwargs)
+
+    monkeypatch.setattr(tool_session.ToolSession, "call", spy)
+    return calls
+
+
+LONG_BLOCK = '```python\nprint("alpha " * 120)\n```\n'
+"""Its output (about 120 tokens, under the 256-token cap) has no room where an empty output block does."""
+
+
+async def test_code_whose_output_did_not_fit_is_not_recorded_as_run(fence_worker, sandbox_calls, monkeypatch):
+    """The block ran but its output had no room, so the model never saw it: ``code_fence_loop.run_inline`` returns
+    None and takes the code back out of ``code_run`` (its contract: "not recorded as run, and may run again"). The
+    spy reads ``code_run`` as ``run_inline`` returns, since the fold that follows forgets every run code anyway.
+    The next segment runs it again and sees its output."""
+    from extensions import code_fence_loop
+
+    after_inline: list[tuple[bool, bool]] = []
+    run_inline = code_fence_loop.run_inline
+
+    async def spy(loop, episode, block, text):
+        inserted = await run_inline(loop, episode, block, text)
+        after_inline.append((inserted is None, block.code.strip() in episode.code_run))
+        return inserted
+
+    monkeypatch.setattr(code_fence_loop, "run_inline", spy)
+    tok = fence_worker.tokenizer
+    room = 40  # tokens for context messages: an empty output block fits, the printed text does not
+    first = filler(tok, "\n" + LONG_BLOCK, RESPONSE_LENGTH - reserve(tok) - RESERVE_FINAL - room)
+    script = {"FL": [first, "<summary>I printed alpha.</summary>", "Again:\n" + LONG_BLOCK, "Done.\n#### 1"]}
+    out = await run_batch(fence_worker, script, [sample("FL", "fold_fence")])
+    assert after_inline == [(True, False), (False, True)]  # no room: ran, not recorded; after the fold: recorded
+    assert sandbox_calls == ['print("alpha " * 120)', 'print("alpha " * 120)']  # ran, then ran again after the fold
+    record = to_record(out, 0, tok)
+    (segment,) = record.segments
+    assert segment.fold_trigger == "budget" and segment.turns[0].code_calls == []  # no output block was added
+    assert "```output" not in tok.decode(segment.response_ids)
+    (call,) = record.turns[0].code_calls
+    assert call.succeeded and record.termination_reason == "final_answer"
+
+
+async def test_a_turns_span_is_cut_before_a_fold(user_worker):
+    """Tool results end with the next assistant turn's opening; a fold request must follow an ended turn, so the
+    opening is taken back (``_end_turn_for_request``) and the tool turn's recorded span shrinks with it."""
+    tok = user_worker.tokenizer
+    long = " ".join(["alpha"] * 1200)
+    script = {"FS": [tool_call("echo", text=long), "<summary>Echoed it.</summary>", "#### 4"]}
+    out = await run_batch(user_worker, script, [sample("FS", "fold_carry")])
+    record = to_record(out, 0, tok)
+    (segment,) = record.segments
+    assert segment.fold_trigger == "context"
+    assert [t.role for t in segment.turns] == ["assistant", "tool", "user", "assistant"]
+    tool, fold = segment.turns[1], segment.turns[2]
+    assert tool.span[1] == fold.span[0]  # the cut span ends where the fold's instruction starts
+    tool_text = tok.decode(segment.response_ids[tool.span[0] : tool.span[1]])
+    assert tool_text.endswith("</tool_response><|im_end|>\n")  # no "<|im_start|>assistant\n" left on it
+    assert tok.decode(segment.response_ids[fold.span[0] : fold.span[1]]).startswith("<|im_start|>user\n")
+
+
+async def test_a_folded_trajectory_that_ends_in_error_trains_on_none_of_its_segments(user_worker):
+    """The server fails in the second segment: the trajectory ends in ``error`` and every segment's mask is 0."""
+    from extensions.testing.scripted_server import ServerFault
+
+    tok = user_worker.tokenizer
+    long = " ".join(["alpha"] * 1200)
+    script = {"FE": [tool_call("echo", text=long), "<summary>Echoed it.</summary>", ServerFault("engine died")]}
+    out = await run_batch(user_worker, script, [sample("FE", "fold_carry")])
+    record = to_record(out, 0, tok)
+    (segment,) = record.segments
+    assert (segment.fold_trigger, record.termination_reason) == ("context", "error")
+    assert "engine died" in out.non_tensor_batch["extras"][0]["error"]
+    # the first segment's policy tokens (its tool call, its summary) are there, and none of them trains
+    assert len(segment.response_ids) > 100 and segment.response_mask == [0] * len(segment.response_ids)
+    assert record.response_mask == [0] * len(record.response_ids)

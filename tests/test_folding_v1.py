@@ -13,7 +13,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+import ray  # a hard dependency, imported: a broken install fails here rather than skip
 import torch
+import transfer_queue as tq  # the same
 
 from extensions.folding import INSTRUCTION, carry_message
 from extensions.testing.scripted_server import Alternatives, ScriptedServer
@@ -21,9 +23,6 @@ from extensions.token_text import truncate_to_tokens
 from extensions.verl_compat import agent_loop_registry
 from tests.conftest import PROMPT_LENGTH, RESPONSE_LENGTH
 from tests.trainer_harness import LOOP_OUTPUTS, InProcessManager, RecordingWorkerTQ, tool_call, trainer_config
-
-ray = pytest.importorskip("ray")
-tq = pytest.importorskip("transfer_queue")
 
 STEP = 2
 LONG = " ".join(["alpha"] * 150)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,9 @@ def test_parse_reply_shapes():
         ({"content": 3}, "'content' must be a string, got int"),
         ({"content": " "}, "empty reply: 'content' is empty and 'stop' is false"),
         ({"content": "x", "stop": "yes"}, "'stop' must be true or false, got 'yes'"),
-        ({"content": "x", "score": "high"}, "'score' must be a number, got 'high'"),
+        ({"content": "x", "score": "high"}, "'score' must be a finite number, got 'high'"),
+        ({"content": "x", "score": float("nan")}, "'score' must be a finite number, got nan"),
+        (json.loads('{"content": "x", "score": -Infinity}'), "'score' must be a finite number, got -inf"),
     ]:
         with pytest.raises(ValueError, match=f"^{why}$".replace("(", r"\(").replace(")", r"\)")):
             parse_reply(bad)

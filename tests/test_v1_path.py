@@ -23,7 +23,9 @@ from typing import Any
 
 import numpy as np
 import pytest
+import ray  # a hard dependency, imported: a broken install fails here rather than skip
 import torch
+import transfer_queue as tq  # the same
 from verl.trainer.ppo import core_algos
 
 from extensions import custom_advantages as ca
@@ -44,9 +46,6 @@ from tests.trainer_harness import (
     script,
     trainer_config,
 )
-
-ray = pytest.importorskip("ray")
-tq = pytest.importorskip("transfer_queue")
 
 STEP = 3
 UIDS = list(CASES)

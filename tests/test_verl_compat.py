@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -108,8 +109,10 @@ def test_legacy_trainer_metrics_gain_longflow_keys():
     assert got["longflow/tool_calls/mean"] == 0.5
 
 
-def test_a_failing_hook_never_fails_the_run(caplog):
+def test_a_failing_rows_read_fails_the_advantage_step_and_a_failing_metric_does_not(caplog):
     from verl.trainer.ppo import ray_trainer
+
+    from extensions.verl_compat import trainer_hooks
 
     PROBE.clear()
     broken = np.empty(2, dtype=object)
@@ -118,21 +121,27 @@ def test_a_failing_hook_never_fails_the_run(caplog):
         tensors={"token_level_rewards": torch.zeros(2, 3), "response_mask": torch.ones(2, 3, dtype=torch.int64)},
         non_tensors={"uid": np.array(["a", "a"], dtype=object), "extras": broken},
     )
-    from extensions.verl_compat import trainer_hooks
-
-    original = trainer_hooks.extras_rows
 
     def explode(column):
         raise RuntimeError("verl moved the column")
 
+    original = trainer_hooks.extras_rows
     trainer_hooks.extras_rows = explode
     try:
-        ray_trainer.compute_advantage(batch, adv_estimator="longflow_test_probe", config=None)
+        with pytest.raises(trainer_hooks.RowsReadError) as err:
+            ray_trainer.compute_advantage(batch, adv_estimator="longflow_test_probe", config=None)
+        with caplog.at_level(logging.WARNING):
+            assert trainer_hooks._guarded("longflow/ metrics", lambda: explode(None), {}) == {}
     finally:
         trainer_hooks.extras_rows = original
-    assert PROBE == [None]  # the estimator ran, without rows
+    assert PROBE == []  # the estimator asked for the rows and the step stopped there
+    assert str(err.value) == (
+        "verl-longflow: reading per-row records failed (RuntimeError: verl moved the column); the step stops rather "
+        "than compute advantages without them (segment weights, turn credit, the error-rate check). Run "
+        "`pytest tests/test_verl_compat.py` to see whether the installed verl changed."
+    )
     assert (
-        "verl-longflow: reading per-row records failed (RuntimeError: verl moved the column); training goes on "
+        "verl-longflow: longflow/ metrics failed (RuntimeError: verl moved the column); training goes on "
         "without it. Run `pytest tests/test_verl_compat.py` to see whether the installed verl changed."
     ) in caplog.text
 

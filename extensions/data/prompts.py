@@ -1,8 +1,8 @@
 """The system prompt of the GSM8K tool-use task, and the tools it may describe.
 
 The chat template also lists the tools' JSON schemas (the agent loop passes them), so this
-prompt only says what each tool is for and how the final answer must look: the reward's
-strict mode reads the number on a ``#### <number>`` line.
+prompt only says what each tool is for and how the final answer must look: the reward reads the number on a
+``#### <number>`` line or in a ``\\boxed{}`` (``extensions/rewards/gsm8k.py``).
 """
 
 from __future__ import annotations
@@ -40,6 +40,14 @@ ANSWER_FORMAT = (
     "When you are done, write the final answer on its own last line as `#### <number>`, for example "
     "`#### 72`: the number only, without units or words."
 )
+"""The ledger prompts' answer line (``extensions/data/ledger_text.py``; unchanged, so warm starts keep their prompt)."""
+
+GSM8K_ANSWER_FORMAT = (
+    "When you are done, write the final answer on its own last line as #### followed by the number (a "
+    "\\boxed{} number is read too): the number only, without units or words, and outside any code block."
+)
+"""The GSM8K prompt's answer line: the forms the reward reads (``extensions/rewards/gsm8k.py``: a ``####`` line or a
+``\\boxed{}``, in prose), with no example number to copy (a copied `#### 72` once decided verdicts)."""
 
 
 def parse_tools(spec: str) -> tuple[str, ...]:
@@ -70,5 +78,5 @@ def system_prompt(tools: Sequence[str], tool_format: str = "json") -> str:
     elif tools:
         lines.append("You can use these tools:")
         lines.extend(f"- {name}: {TOOLS[name].description}" for name in tools)
-    lines.append(ANSWER_FORMAT)
+    lines.append(GSM8K_ANSWER_FORMAT)
     return "\n".join(lines)

@@ -41,6 +41,7 @@ failure; the batch goes on.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from extensions.errors import ConfigError, choices
@@ -96,8 +97,8 @@ def parse_reply(data: Any) -> tuple[bool, str, float]:
         raise ValueError(f"'content' must be a string, got {type(content).__name__}")
     if not content.strip() and not stop:
         raise ValueError("empty reply: 'content' is empty and 'stop' is false")
-    if isinstance(score, bool) or not isinstance(score, (int, float)):
-        raise ValueError(f"'score' must be a number, got {score!r}")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise ValueError(f"'score' must be a finite number, got {score!r}")
     return stop, content, float(score)
 
 

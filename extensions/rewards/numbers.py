@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+from fractions import Fraction
 
 # A plain decimal after clean-up: optional minus, digits, optional fraction.
 _PLAIN_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
@@ -52,5 +53,5 @@ def normalize_number(text: str) -> str | None:
 
 
 def numbers_equal(left: str, right: str) -> bool:
-    """True when two canonical numbers (from ``normalize_number``) have the same value."""
-    return Decimal(left) == Decimal(right)
+    """True when two canonical numbers (``normalize_number``'s, or ``p/q`` from a boxed fraction) are equal."""
+    return Fraction(left) == Fraction(right)

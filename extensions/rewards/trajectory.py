@@ -18,6 +18,7 @@ turn, so the text before the first marker is assistant text.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -96,16 +97,19 @@ def read_pieces(extra_info: Mapping[str, Any] | None, *, sample: str) -> Traject
     if final_text is not None and not isinstance(final_text, str):
         raise SampleError(f"{sample}: extras.final_answer_text must be a string, got {type(final_text).__name__}")
     return TrajectoryPieces(
-        turn_scores=_floats(info.get("turn_scores"), field="turn_scores", sample=sample),
-        tool_rewards=_floats(info.get("tool_rewards"), field="tool_rewards", sample=sample),
+        turn_scores=_floats(
+            info.get("turn_scores"), field="turn_scores", sample=sample, source="the interaction (user)"
+        ),
+        tool_rewards=_floats(info.get("tool_rewards"), field="tool_rewards", sample=sample, source="a tool call"),
         termination_reason=str(reason),
         final_answer_text=final_text,
         **{key: _count(extras.get(key), key, sample) for key in COUNTS},
     )
 
 
-def _floats(value: Any, *, field: str, sample: str) -> list[float]:
-    """A list/tuple/array of numbers as floats; None is an empty list."""
+def _floats(value: Any, *, field: str, sample: str, source: str) -> list[float]:
+    """A list/tuple/array of finite numbers as floats; None is an empty list. A NaN or inf (an HTTP user may
+    send ``NaN``, which Python's JSON reads) is a ``SampleError`` naming the sample, the field and its source."""
     if value is None:
         return []
     if isinstance(value, str | bytes | Mapping) or not hasattr(value, "__iter__"):
@@ -114,7 +118,15 @@ def _floats(value: Any, *, field: str, sample: str) -> list[float]:
     bad = [item for item in items if not isinstance(item, Real)]
     if bad:
         raise SampleError(f"{sample}: {field} must hold numbers only; got {bad[0]!r}")
-    return [float(item) for item in items]
+    floats = [float(item) for item in items]
+    bad_at = [i for i, item in enumerate(floats) if not math.isfinite(item)]
+    if bad_at:
+        i = bad_at[0]
+        raise SampleError(
+            f"{sample}: {field}[{i}] is {floats[i]!r} (from {source}); scores must be finite numbers, and one NaN "
+            "would poison its whole GRPO group"
+        )
+    return floats
 
 
 def _count(value: Any, field: str, sample: str) -> int:

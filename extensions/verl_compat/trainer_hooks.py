@@ -81,7 +81,33 @@ def _tq_rows(batch: Any, keys: list[str] | None = None) -> Rows:
     return extras_rows(list(data["extra_fields"]))
 
 
+def _v1_advantage_rows(batch: Any) -> Rows:
+    """Each row's ``extras`` for the advantage step; verl's padding rows (``tag["is_padding"]``, copies of the
+    first row's records) are None, so they count as no trajectory."""
+    rows = _tq_rows(batch)
+    return [None if tag.get("is_padding", False) else row for row, tag in zip(rows, batch.tags, strict=True)]
+
+
 # -- trainer hooks -----------------------------------------------------------------------------
+
+
+class RowsReadError(RuntimeError):
+    """The per-row records of a batch could not be read while verl computes its advantages."""
+
+
+def _required(what: str, fn: Callable[[], Any]) -> Any:
+    """Run a read that the advantages depend on; on any error fail the step, saying what and how to check.
+
+    Unlike ``_guarded``: without the rows, folded trajectories would weigh N times and the error-rate check
+    could not run, so training must not go on."""
+    try:
+        return fn()
+    except Exception as exc:
+        raise RowsReadError(
+            f"verl-longflow: {what} failed ({type(exc).__name__}: {exc}); the step stops rather than compute "
+            "advantages without them (segment weights, turn credit, the error-rate check). Run "
+            "`pytest tests/test_verl_compat.py` to see whether the installed verl changed."
+        ) from exc
 
 
 def _guarded(what: str, fn: Callable[[], Any], default: Any = None) -> Any:
@@ -134,7 +160,7 @@ def _hook_legacy_trainer(module: Any) -> None:
     def with_rows(wrapped, instance, args, kwargs):
         data = args[0] if args else kwargs["data"]
         has_rows = "extras" in getattr(data, "non_tensor_batch", {})
-        read = (lambda: _guarded("reading per-row records", lambda: _legacy_rows(data))) if has_rows else None
+        read = (lambda: _required("reading per-row records", lambda: _legacy_rows(data))) if has_rows else None
         with batch_rows(read):
             return wrapped(*args, **kwargs)
 
@@ -160,7 +186,9 @@ def _hook_v1_trainer(module: Any) -> None:
     @wrapt.decorator
     def with_rows(wrapped, instance, args, kwargs):
         batch = args[0] if args else kwargs["batch"]
-        with batch_rows(lambda: _guarded("reading per-row records from TransferQueue", lambda: _tq_rows(batch))):
+        with batch_rows(
+            lambda: _required("reading per-row records from TransferQueue", lambda: _v1_advantage_rows(batch))
+        ):
             return wrapped(*args, **kwargs)
 
     @wrapt.decorator

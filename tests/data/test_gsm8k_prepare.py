@@ -20,8 +20,8 @@ SYSTEM = (
     "- python_exec: runs a short Python 3 program and returns what it prints; use print() to see values.\n"
     "- calculator: evaluates one arithmetic expression, such as (48 + 24) / 3, and returns its value.\n"
     "- check_answer: checks a candidate final answer against the reference and says whether it is right.\n"
-    "When you are done, write the final answer on its own last line as `#### <number>`, for example "
-    "`#### 72`: the number only, without units or words."
+    "When you are done, write the final answer on its own last line as #### followed by the number (a "
+    "\\boxed{} number is read too): the number only, without units or words, and outside any code block."
 )
 SYSTEM_HELD_OUT = SYSTEM.replace(
     "- check_answer: checks a candidate final answer against the reference and says whether it is right.\n", ""
@@ -106,8 +106,8 @@ def test_tools_without_create_kwargs_and_no_interaction(
         "You are a careful math assistant. Solve the user's problem step by step.\n"
         "You can use these tools:\n"
         "- python_exec: runs a short Python 3 program and returns what it prints; use print() to see values.\n"
-        "When you are done, write the final answer on its own last line as `#### <number>`, for example "
-        "`#### 72`: the number only, without units or words."
+        "When you are done, write the final answer on its own last line as #### followed by the number (a "
+        "\\boxed{} number is read too): the number only, without units or words, and outside any code block."
     )
 
 

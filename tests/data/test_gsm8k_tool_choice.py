@@ -12,8 +12,8 @@ from tests.conftest import Row, run_batch
 
 NO_TOOLS_SYSTEM = (
     "You are a careful math assistant. Solve the user's problem step by step.\n"
-    "When you are done, write the final answer on its own last line as `#### <number>`, for example "
-    "`#### 72`: the number only, without units or words."
+    "When you are done, write the final answer on its own last line as #### followed by the number (a "
+    "\\boxed{} number is read too): the number only, without units or words, and outside any code block."
 )
 
 

@@ -94,14 +94,15 @@ def test_error_trajectory_has_outcome_zero_and_its_penalty() -> None:
     result = compute_score(
         "longflow/gsm8k", "#### 72", "72", trajectory("error"), **WEIGHTS, error_penalty=0.5, budget_penalty=0.25
     )
-    # outcome 0 although the answer is right: 0 + 0.25 + 0.125 - 0.25 - 0.5
-    assert (result["acc"], result["outcome"], result["is_error"]) == (1.0, 0.0, 1.0)
+    # an error trajectory has no answer (rewards/gsm8k.py): 0 + 0.25 + 0.125 - 0.25 - 0.5
+    assert (result["acc"], result["outcome"], result["is_error"]) == (0.0, 0.0, 1.0)
     assert (result["termination_penalty"], result["score"]) == (0.5, -0.375)
 
 
 def test_response_budget_penalty() -> None:
     result = compute_score("longflow/gsm8k", "#### 72", "72", trajectory("response_budget"), budget_penalty=0.25)
-    assert (result["score"], result["outcome"], result["is_response_budget"]) == (0.75, 1.0, 1.0)
+    # a reply cut off by the budget has no answer, whatever number it ended on
+    assert (result["score"], result["outcome"], result["is_response_budget"]) == (-0.25, 0.0, 1.0)
 
 
 @pytest.mark.parametrize(
@@ -176,6 +177,16 @@ def test_verl_router_kwargs_are_accepted() -> None:
             "data_source 'openai/gsm8k' sample index 5: turn_scores must hold numbers only; got 'good'",
         ),
         (
+            {"index": 5, "turn_scores": [1.0, float("nan")]},
+            "data_source 'openai/gsm8k' sample index 5: turn_scores[1] is nan (from the interaction (user)); scores "
+            "must be finite numbers, and one NaN would poison its whole GRPO group",
+        ),
+        (
+            {"index": 5, "tool_rewards": np.array([float("inf")])},
+            "data_source 'openai/gsm8k' sample index 5: tool_rewards[0] is inf (from a tool call); scores must be "
+            "finite numbers, and one NaN would poison its whole GRPO group",
+        ),
+        (
             {"index": 5, "extras": {"num_malformed_tool_calls": -1}},
             "data_source 'openai/gsm8k' sample index 5: extras.num_malformed_tool_calls must be a non-negative "
             "integer, got -1",
@@ -186,6 +197,18 @@ def test_bad_trajectory_record(extra_info: dict[str, Any], message: str) -> None
     with pytest.raises(SampleError) as info:
         compute_score("openai/gsm8k", "#### 72", "72", extra_info)
     assert str(info.value) == message
+
+
+def test_a_non_finite_final_score_names_the_sample() -> None:
+    with pytest.raises(SampleError) as info:
+        # finite pieces whose weighted sum overflows
+        compute_score(
+            "openai/gsm8k", "#### 72", "72", {"index": 3, "turn_scores": [1.0]}, w_outcome=1e308, w_turn=1e308
+        )
+    assert (
+        str(info.value)
+        == "data_source 'openai/gsm8k' sample index 3: the final score is inf; scores must be finite numbers"
+    )
 
 
 def test_bad_ground_truth() -> None:
