@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Context folding (issue 21) in one hold of a two-GPU machine, started by the last carry call so that it
+# Context folding on a two-GPU machine, started in the background (scripts/gpu/background.sh) so that it
 # returns at once (the ledgers are generated there, deterministically; nothing else needs carrying):
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/fold_pair_hold.sh
 #   OUT=$OUT bash scripts/gpu/fold_pair_hold.sh status [SECONDS]   # polls: waits SECONDS (0), then progress;

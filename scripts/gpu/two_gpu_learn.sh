@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The two-GPU run (issue: two GPUs through Ray and FSDP) on a nvidia-h100-x2 / nvidia-h200-x2 machine,
+# Two GPUs against one through Ray and FSDP, on a machine with two GPUs,
 # after install_on_gpu.sh, started in the background like train_bg.sh:
 #   bash scripts/gpu/two_gpu_learn.sh              # two_gpu: 2 GPUs, then one_gpu: the same on GPU 0 alone
 #   bash scripts/gpu/train_bg.sh --status 540 two_gpu one_gpu    # progress, GPU memory, files to $OUT
@@ -8,7 +8,7 @@
 # when the two-GPU run has ended. NVLink multicast stays off in every process: /tmp/longflow-env.sh
 # (install_on_gpu.sh) exports NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1,
 # and train_bg.sh sources it. Per-rank GPU memory: the nvidia-smi lines of --status, and verl's
-# actor/perf/max_memory_allocated_gb per step in metrics.jsonl. Not run yet: the kind was withheld.
+# actor/perf/max_memory_allocated_gb per step in metrics.jsonl. Its measured successor is scale_hold.sh (docs/results/long-tail-scaling-h200x4).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-12}

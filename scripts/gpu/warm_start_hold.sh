@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Context folding (issue 21) from a warm start, in one hold of a ONE-GPU machine, started by the last carry call:
+# Context folding from a warm start on a ONE-GPU machine, started in the background (scripts/gpu/background.sh):
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/warm_start_hold.sh
 #   OUT=$OUT bash scripts/gpu/warm_start_hold.sh status [SECONDS]   # polls: waits SECONDS (0), then progress;
 #       $OUT gets setup.log, sft/ (steps, summary), demos.tgz, ledger_fold.tgz (the trainer, its training rollouts
