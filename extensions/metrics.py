@@ -19,8 +19,9 @@ and any logger the user enables (W&B, tensorboard, mlflow):
     longflow/rollout/wall_s/mean, /max      a trajectory's wall time, start to last output
     longflow/rollout/span_s                 the batch's first start to its last finish (sync: real generation time)
     longflow/rollout/take_lag_s             the last finish to the trainer taking the batch (v1 replay buffer poll)
-    longflow/policy_versions/resumed_turns  assistant turns a weight update interrupted and resumed (v1 async)
-    longflow/policy_versions/turn_span_max  the most weight versions one turn came from, minus one
+    longflow/policy_versions/mixed_turns    assistant turns whose tokens came from more than one weight version
+                                            (a reply aborted and resumed, or an update between a turn's replies)
+    longflow/policy_versions/turn_span_max  the largest last - first weight version within one turn
     longflow/val/...                        the same, for a validation run
     longflow/val@<label>/...                the same, for the rows of a labelled data_source
                                             (``longflow/ledger@truncated``: a baseline in the same validation)
@@ -111,9 +112,10 @@ def rollout_timing(
 
 
 def version_metrics(rows: Sequence[Mapping[str, Any]], prefix: str = "longflow/") -> dict[str, float]:
-    """Partial rollouts (v1 asynchronous modes): ``policy_versions/resumed_turns``, the fraction of assistant turns
-    that a weight update interrupted and that resumed under newer weights, and ``policy_versions/turn_span_max``,
-    the most versions one turn's tokens came from, minus one. Nothing without the turns' ``policy_versions``."""
+    """Asynchronous training (v1): ``policy_versions/mixed_turns``, the fraction of assistant turns whose tokens came
+    from more than one weight version (a reply aborted by a weight update and resumed, or, in a code-fence turn of
+    several replies, an update between two of them), and ``policy_versions/turn_span_max``, the largest last - first
+    version within one turn. Nothing without the turns' ``policy_versions``."""
     spans = [
         turn["policy_versions"][1] - turn["policy_versions"][0]
         for row in rows
@@ -123,7 +125,7 @@ def version_metrics(rows: Sequence[Mapping[str, Any]], prefix: str = "longflow/"
     if not spans:
         return {}
     return {
-        f"{prefix}policy_versions/resumed_turns": _mean([span > 0 for span in spans]),
+        f"{prefix}policy_versions/mixed_turns": _mean([span > 0 for span in spans]),
         f"{prefix}policy_versions/turn_span_max": float(max(spans)),
     }
 

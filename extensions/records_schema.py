@@ -82,8 +82,8 @@ class TurnRecord(TypedDict, total=False):
     message asking for a summary) and ``summary``/``summary_tagged`` (the assistant turn writing it), and
     ``carried`` (a user message without room in its segment, given to the next one after the summary).
     An assistant turn also has ``policy_versions`` when the server reports weight versions (verl's v1 trainer):
-    [first, last] ``global_steps`` of the weights that generated it; two values differ when the turn was
-    interrupted by a weight update and resumed (asynchronous training's partial rollouts).
+    [first, last] ``global_steps`` of the weights that generated it; they differ when a weight update came during
+    the turn: a reply aborted and resumed (partial rollouts), or an update between a code-fence turn's replies.
     """
 
     index: int

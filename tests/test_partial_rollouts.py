@@ -55,7 +55,7 @@ async def test_an_interrupted_turn_resumes_token_for_token(worker) -> None:
     ]
     assert (out.non_tensor_batch["min_global_steps"][0], out.non_tensor_batch["max_global_steps"][0]) == (3, 4)
     metrics = longflow_metrics([row.extras])
-    assert metrics["longflow/policy_versions/resumed_turns"] == 0.5
+    assert metrics["longflow/policy_versions/mixed_turns"] == 0.5
     assert metrics["longflow/policy_versions/turn_span_max"] == 1.0
 
 
@@ -66,7 +66,7 @@ async def test_an_uninterrupted_run_records_one_version_a_turn(worker) -> None:
     worker.llm_client = client
     row = Row(await worker.generate_sequences(make_batch([sample("Q-resume", "long_workflow")])), 0)
     assert [t.get("policy_versions") for t in row.extras["turns"]] == [[7, 7], None, [7, 7]]
-    assert longflow_metrics([row.extras])["longflow/policy_versions/resumed_turns"] == 0.0
+    assert longflow_metrics([row.extras])["longflow/policy_versions/mixed_turns"] == 0.0
 
 
 @pytest.fixture(scope="module")

@@ -38,13 +38,16 @@ def step(step_s: float, gen_s: float, span_s: float, lag: float, per_gpu: float)
 
 
 def test_setup_is_read_from_presets_and_overrides() -> None:
-    assert report.run_setup("a +gpus=x4 +mode=sync trainer.test_freq=-1") == {
+    assert report.run_setup("a +gpus=x4 +mode=sync trainer.test_freq=-1 trainer.total_training_steps=10") == {
         "gpus": 4,
         "prompts": 64,
         "n": 8,
         "mode": "sync",
         "test_freq": -1,
+        "steps": 10,
     }
+    separate = report.run_setup("+gpus=x2 +mode=separate_async trainer.nnodes=2")
+    assert (separate["gpus"], separate["prompts"]) == (5, 32)  # 2 nodes x 2 trainer GPUs + 1 rollout GPU
     assert (
         report.run_setup("+gpus=x4 data.train_batch_size=16 +mode=colocate_async trainer.test_freq=3")["prompts"] == 16
     )
@@ -63,7 +66,7 @@ def test_medians_speedups_and_the_validated_steps_lag(tmp_path: Path) -> None:
         "+gpus=x2 +mode=sync trainer.test_freq=-1",
         [step(70, 10, 9.9, 0.05, 100), step(20, 15, 14.9, 0.07, 800), step(24, 19, 18.9, 0.09, 700)],
     )
-    assert report.main([str(tmp_path), "one", "two", "--no-plots"]) == 0
+    assert report.main([str(tmp_path), "one", "two", "--no-plots", "--drop-validated-lag"]) == 0
     rows = list(csv.DictReader((tmp_path / "steps.csv").read_text().splitlines()))
     assert [(r["run"], r["step"], r["take_lag_s"]) for r in rows] == [
         ("one", "1", "0.05"),
@@ -81,3 +84,5 @@ def test_medians_speedups_and_the_validated_steps_lag(tmp_path: Path) -> None:
     assert float(summary["two"]["tokens_per_s"]) == pytest.approx((1600 * 20 + 1400 * 24) / 44)
     assert float(summary["one"]["gen_minus_span_max_s"]) == pytest.approx(0.2)
     assert (tmp_path / "summary.md").read_text().startswith("| run | GPUs | mode |")
+    assert report.main([str(tmp_path), "one", "--no-plots"]) == 0  # a run after the fix keeps every step's lag
+    assert [r["take_lag_s"] for r in csv.DictReader((tmp_path / "steps.csv").read_text().splitlines())][-1] == "70.0"

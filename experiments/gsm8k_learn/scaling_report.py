@@ -1,6 +1,6 @@
 """Per-step CSV, summary table and plots of a scaling / trainer-mode comparison (``scripts/gpu/scale_hold.sh``).
 
-    python experiments/gsm8k_learn/scaling_report.py docs/results/long-tail-scaling-h200x4 sync_x1 colo_x1 sync_x2 sync_x4
+    python experiments/gsm8k_learn/scaling_report.py RESULTS RUN [RUN ...] [--drop-validated-lag]
 
 Each ``RESULTS/RUN`` holds verl's ``metrics.jsonl`` and the run's ``command.txt`` (GPUs, batch and mode are read
 from its overrides). Writes ``RESULTS/steps.csv`` (every run's steps), ``RESULTS/summary.csv`` and
@@ -9,8 +9,9 @@ from its overrides). Writes ``RESULTS/steps.csv`` (every run's steps), ``RESULTS
 (trajectories per second, and step times). Throughput is the trajectories (prompts x rollout.n a step) of the
 steps summed, over their ``timing_s/step`` summed; tokens a second are verl's ``perf/throughput`` (per GPU) times
 the GPUs, weighted the same way. The other columns are medians.
-A step whose trainer validated before logging (``trainer.test_freq``) has no ``take_lag_s``: up to 0.3.0 the
-hook timed the validation's sample, not the step's.
+``--drop-validated-lag``: in runs from before commit ec9275b the hook timed a validation's sample, not the step's,
+so a step that validated (every ``trainer.test_freq``-th, and the last) gets no ``take_lag_s``.
+GPUs are the trainer's (``trainer.n_gpus_per_node x trainer.nnodes``) plus, for ``separate_async``, the rollout's.
 Needs matplotlib (``pip install -e '.[plots]'``).
 """
 
@@ -53,19 +54,24 @@ def run_setup(command: str) -> dict[str, object]:
         return found[-1] if found else None
 
     preset = override("+gpus")
-    gpus = int(override("trainer.n_gpus_per_node") or (preset[1:] if preset else 1))
-    prompts = int(override("data.train_batch_size") or 16 * gpus)
-    test_freq = int(override("trainer.test_freq") or -1)
+    per_node = int(override("trainer.n_gpus_per_node") or (preset[1:] if preset else 1))
+    trainer_gpus = per_node * int(override("trainer.nnodes") or 1)
+    mode = override("+mode") or override("trainer.v1.trainer_mode") or "sync"
+    rollout_gpus = 0
+    if mode == "separate_async":  # its preset gives rollout one node of one GPU of its own
+        nodes = int(override("actor_rollout_ref.rollout.nnodes") or 1)
+        rollout_gpus = nodes * int(override("actor_rollout_ref.rollout.n_gpus_per_node") or 1)
     return {
-        "gpus": gpus,
-        "prompts": prompts,
+        "gpus": trainer_gpus + rollout_gpus,
+        "prompts": int(override("data.train_batch_size") or 16 * per_node),
         "n": int(override("actor_rollout_ref.rollout.n") or 8),
-        "mode": override("+mode") or override("trainer.v1.trainer_mode") or "sync",
-        "test_freq": test_freq,
+        "mode": mode,
+        "test_freq": int(override("trainer.test_freq") or -1),
+        "steps": int(override("trainer.total_training_steps") or 0),
     }
 
 
-def read_steps(run_dir: Path) -> list[dict[str, object]]:
+def read_steps(run_dir: Path, drop_validated_lag: bool = False) -> list[dict[str, object]]:
     setup = run_setup((run_dir / "command.txt").read_text())
     rows = []
     for line in (run_dir / "metrics.jsonl").read_text().splitlines():
@@ -79,7 +85,8 @@ def read_steps(run_dir: Path) -> list[dict[str, object]]:
         }
         row |= {k: setup[k] for k in ("gpus", "mode", "prompts")}
         row |= {name: data.get(key) for name, key in COLUMNS.items()}
-        if setup["test_freq"] > 0 and row["step"] % setup["test_freq"] == 0:
+        validated = setup["test_freq"] > 0 and (row["step"] % setup["test_freq"] == 0 or row["step"] == setup["steps"])
+        if drop_validated_lag and validated:
             row["take_lag_s"] = None
         trajectories = setup["prompts"] * setup["n"]
         row["trajectories"] = trajectories
@@ -186,8 +193,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--from", dest="first", type=int, default=2, help="first step of the medians (default 2)")
     ap.add_argument("--no-plots", action="store_true")
+    ap.add_argument("--drop-validated-lag", action="store_true", help="no take_lag_s on validated steps (old runs)")
     args = ap.parse_args(argv)
-    runs = {name: read_steps(args.results / name) for name in args.runs}
+    runs = {name: read_steps(args.results / name, args.drop_validated_lag) for name in args.runs}
     write_csv(args.results / "steps.csv", [row for rows in runs.values() for row in rows])
     summary = summarise(runs, args.first)
     write_csv(args.results / "summary.csv", summary)

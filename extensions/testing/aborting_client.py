@@ -1,7 +1,7 @@
 """verl's partial-rollout client over a scripted engine that aborts chosen replies, for CPU tests.
 
-Under v1 ``colocate_async`` the trainer aborts every in-flight request at a step's end, updates the weights and
-resumes; ``FullyAsyncLLMServerClient.generate`` (``verl/workers/rollout/llm_server.py``) then resubmits each aborted
+Under v1 ``colocate_async`` the trainer aborts every in-flight request when it takes its batch, updates the
+weights and resumes; ``FullyAsyncLLMServerClient.generate`` (``verl/workers/rollout/llm_server.py``) then resubmits each aborted
 request with the tokens generated so far, merges tokens and log-probs, and reports the first and last weight
 version it saw (``min_global_steps`` / ``max_global_steps``). ``AbortingClient`` is that class, unchanged: only the
 one server attempt it calls (``LLMServerClient.generate``) is replaced by ``ScriptedEngine``, which answers from a

@@ -6,12 +6,14 @@ A tool YAML turns it on under its ``config:`` (``python_exec`` reads it)::
 
 Each call then waits a delay drawn from the distribution before it runs. The wait counts against the
 loop's ``tool_timeout_s`` (keep ``max_s`` under it), and the call's metrics say how long it was
-(``added_latency_s``). Each process draws its own sequence from ``seed``.
+(``added_latency_s``). Each process draws its own sequence, seeded with ``seed`` and its pid: verl builds the
+tools once per agent-loop worker, and one seed alone would give every worker the same delays.
 """
 
 from __future__ import annotations
 
 import math
+import os
 import random
 from typing import Literal
 
@@ -35,7 +37,7 @@ class ToolLatency(BaseModel):
     max_s: float = Field(60.0, gt=0)
     """No delay is longer than this."""
     seed: int | None = None
-    """Seed of the process's random sequence (None: from the system)."""
+    """Seed of the random sequences, mixed with each process's pid (None: from the system)."""
 
     @model_validator(mode="after")
     def _median_for_a_distribution(self) -> ToolLatency:
@@ -52,7 +54,7 @@ class LatencySampler:
 
     def __init__(self, settings: ToolLatency):
         self.settings = settings
-        self.rng = random.Random(settings.seed)
+        self.rng = random.Random(None if settings.seed is None else f"{settings.seed}:{os.getpid()}")
 
     def draw(self) -> float:
         """The next delay in seconds."""

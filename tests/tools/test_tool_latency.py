@@ -3,27 +3,39 @@
 from __future__ import annotations
 
 import math
+import os
 import random
 
 import pytest
 
 from extensions.errors import ConfigError
-from extensions.tools import python_exec
+from extensions.tools import latency, python_exec
 from extensions.tools.latency import ToolLatency
 from extensions.tools.python_exec import PythonExecTool
 
 
 def test_draws_follow_the_stated_distribution_exactly() -> None:
     lognormal = ToolLatency(distribution="lognormal", median_s=0.5, sigma=1.5, max_s=10.0, seed=7).sampler()
-    reference = random.Random(7)
+    reference = random.Random(f"7:{os.getpid()}")
     expected = [min(reference.lognormvariate(math.log(0.5), 1.5), 10.0) for _ in range(200)]
     assert [lognormal.draw() for _ in range(200)] == expected
     assert max(expected) == 10.0  # the cap is reached in 200 draws of this tail
     exponential = ToolLatency(distribution="exponential", median_s=2.0, seed=3).sampler()
-    reference = random.Random(3)
+    reference = random.Random(f"3:{os.getpid()}")
     assert exponential.draw() == reference.expovariate(math.log(2) / 2.0)
     assert ToolLatency(distribution="fixed", median_s=1.25).sampler().draw() == 1.25
     assert ToolLatency().sampler().draw() == 0.0
+
+
+def test_each_process_draws_its_own_sequence(monkeypatch) -> None:
+    """verl builds the tools once per agent-loop worker: one seed alone gave every worker the same delays."""
+    settings = ToolLatency(distribution="lognormal", median_s=0.5, seed=0)
+    draws = {}
+    for pid in (101, 102, 101):
+        monkeypatch.setattr(latency.os, "getpid", lambda pid=pid: pid)
+        draws.setdefault(pid, []).append([settings.sampler().draw() for _ in range(3)])
+    assert draws[101][0] == draws[101][1]  # the same process: reproducible
+    assert draws[101][0] != draws[102][0]  # another worker: another sequence
 
 
 def test_the_lognormal_median_is_median_s() -> None:
@@ -42,7 +54,7 @@ async def test_python_exec_waits_the_drawn_delay_then_runs(monkeypatch) -> None:
     tool = PythonExecTool(
         {"type": "native", "latency": {"distribution": "lognormal", "median_s": 0.5, "sigma": 1.5, "seed": 11}}
     )
-    expected = random.Random(11).lognormvariate(math.log(0.5), 1.5)
+    expected = random.Random(f"11:{os.getpid()}").lognormvariate(math.log(0.5), 1.5)
     response, reward, metrics = await tool.execute("i1", {"code": "print(6 * 7)"})
     assert slept == [expected]
     assert metrics["added_latency_s"] == expected and metrics["exit_code"] == 0
