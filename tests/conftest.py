@@ -25,6 +25,14 @@ EXPERIMENTS = sorted(p.parent.name for p in (ROOT / "experiments").glob("*/confi
 """Every experiment folder with a config.yaml (what main_ppo and the rollout driver compose)."""
 
 
+def compose_experiment(experiment: str, *overrides: str) -> Any:
+    """``experiments/<experiment>/config.yaml`` with ``overrides``, composed as ``main_ppo --config-path`` does."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(ROOT / "experiments" / experiment), version_base=None):
+        return compose("config", overrides=list(overrides))
+
+
 @pytest.fixture(scope="session")
 def qwen_dir() -> Path:
     return cached_qwen_model_dir()

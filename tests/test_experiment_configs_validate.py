@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
 from verl.utils.config import validate_config
 
 from extensions.config_check import check_composed
-from tests.conftest import EXPERIMENTS, ROOT
+from tests.conftest import EXPERIMENTS, compose_experiment
 
 LEDGER_HOLD = [  # scripts/gpu/ledger_hold.sh
     "data.train_batch_size=8",
@@ -18,9 +17,7 @@ LEDGER_HOLD = [  # scripts/gpu/ledger_hold.sh
 ]
 
 
-def composed(experiment: str, *overrides: str):
-    with initialize_config_dir(config_dir=str(ROOT / "experiments" / experiment), version_base=None):
-        return compose("config", overrides=list(overrides))
+composed = compose_experiment
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)

@@ -14,18 +14,16 @@ import time
 from types import SimpleNamespace
 
 import pytest
-from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from verl.trainer.ppo.v1 import replay_buffer, trainer_base
 
 from extensions.metrics import longflow_metrics, rollout_timing
 from extensions.verl_compat import installed_trainer_hooks, last_sample_returned_at, poll_interval
-from tests.conftest import ROOT
+from tests.conftest import compose_experiment
 
 
 def experiment(*overrides: str):
-    with initialize_config_dir(config_dir=str(ROOT / "experiments" / "gsm8k_learn"), version_base=None):
-        return compose("config", overrides=list(overrides))
+    return compose_experiment("gsm8k_learn", *overrides)
 
 
 def build(config, mode: str):

@@ -6,21 +6,19 @@ from __future__ import annotations
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
 from verl.utils.config import validate_config
 
 from extensions.config_check import check_composed
 from extensions.tools.latency import ToolLatency
 from extensions.tools.python_exec import PythonExecTool
-from tests.conftest import ROOT
+from tests.conftest import ROOT, compose_experiment
 
 EXPERIMENT = ROOT / "experiments" / "gsm8k_learn"
 LONG_TAIL = "actor_rollout_ref.rollout.multi_turn.tool_config_path=experiments/gsm8k_learn/tools_long_tail.yaml"
 
 
 def composed(*overrides: str):
-    with initialize_config_dir(config_dir=str(EXPERIMENT), version_base=None):
-        return compose("config", overrides=["algorithm.adv_estimator=turn_grpo", LONG_TAIL, *overrides])
+    return compose_experiment("gsm8k_learn", "algorithm.adv_estimator=turn_grpo", LONG_TAIL, *overrides)
 
 
 @pytest.mark.parametrize("mode", ["sync", "colocate_async", "separate_async"])

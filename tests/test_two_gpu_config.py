@@ -5,18 +5,14 @@ and verl's ``validate_config`` (what ``main_ppo`` runs before any worker starts)
 from __future__ import annotations
 
 import pytest
-from hydra import compose, initialize_config_dir
 from verl.utils.config import validate_config
 
 from extensions.config_check import check_composed
-from tests.conftest import ROOT
-
-EXPERIMENT = ROOT / "experiments" / "gsm8k_learn"
+from tests.conftest import compose_experiment
 
 
 def composed(*overrides: str):
-    with initialize_config_dir(config_dir=str(EXPERIMENT), version_base=None):
-        return compose("config", overrides=list(overrides))
+    return compose_experiment("gsm8k_learn", *overrides)
 
 
 @pytest.mark.parametrize("gpus", [1, 2])
