@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The tools A/B with two seeds per arm on one 4-GPU machine, one arm per GPU, all four at once:
+# experiments/gsm8k_learn, (A) tools = the code-fence workflow with python_exec, (B) no_tools = the same prompt
+# without tools (verl's single_turn_agent); STEPS (40) GRPO steps of 16 prompts x 8, greedy held-out accuracy on
+# all 1,319 GSM8K test problems before step 1 and after the last step.
+#   bash scripts/gpu/background.sh setup bash scripts/gpu/ab_hold.sh     # install, then the four runs
+#   OUT=$OUT bash scripts/gpu/ab_hold.sh status [SECONDS]                # progress; $OUT gets each run's .tgz
+# Seed s sets the data order (data.seed=s) and vLLM's sampling seed (rollout.seed=41+s): seed 1 is the
+# committed config's (data.seed 1, rollout.seed 42). Both arms of a seed see the same problems in the same order.
+# Needs outputs/data/gsm8k_learn (experiments/gsm8k_learn/prepare_data.sh) in the working tree.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+STEPS=${STEPS:-40}
+RUNS="tools_s1 no_tools_s1 tools_s2 no_tools_s2"
+case ${1:-run} in
+status)
+  sleep "${2:-0}"
+  bash scripts/gpu/background.sh --status 0 setup
+  # shellcheck disable=SC2086
+  bash scripts/gpu/train_bg.sh --status 0 $RUNS
+  exit 0
+  ;;
+run) ;;
+*) echo "usage: bash scripts/gpu/ab_hold.sh [run | status [SECONDS]]" >&2; exit 2 ;;
+esac
+if [ -z "${AB_HOLD_COPY:-}" ]; then  # run from a copy: a later device call replaces the tree under this script
+  rm -rf /tmp/ab-src && mkdir -p /tmp/ab-src
+  tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C /tmp/ab-src
+  cd /tmp/ab-src && AB_HOLD_COPY=1 exec bash scripts/gpu/ab_hold.sh run
+fi
+gpus=$(nvidia-smi -L | wc -l)
+[ "$gpus" -ge 4 ] || { echo "error: $gpus GPU(s) here; this hold needs 4" >&2; exit 2; }
+LONGFLOW_STEPS=wheels,check,model bash scripts/gpu/install_on_gpu.sh
+arm() {  # NAME VARIANT GPU SEED
+  CUDA_VISIBLE_DEVICES=$3 VARIANT=$2 bash scripts/gpu/train_bg.sh "$1" "trainer.total_training_steps=$STEPS" \
+    "trainer.test_freq=$STEPS" trainer.val_before_train=true "data.seed=$4" "actor_rollout_ref.rollout.seed=$((41 + $4))" \
+    +ray_kwargs.ray_init.include_dashboard=false
+}
+echo "== four arms ($(date +%T))"
+arm tools_s1 tools 0 1
+arm no_tools_s1 no_tools 1 1
+arm tools_s2 tools 2 2
+arm no_tools_s2 no_tools 3 2
+for n in $RUNS; do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
+echo "ab hold done ($(date +%T))"
