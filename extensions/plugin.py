@@ -37,6 +37,7 @@ def register() -> dict[str, list[str]]:
         advantage_post=training_signal.after_advantages,
     )
     custom_advantages.set_rows_provider(verl_compat.advantage_rows)
+    verl_compat.install_weight_ipc_scope()  # trainers side by side on one host: one weight-sync socket each
     return {
         "agent_loops": sorted(AGENT_LOOPS),
         "parsers": register_parsers(),

@@ -29,6 +29,8 @@ lazily when verl's trainer modules are imported, through ``wrapt``'s post-import
   added to each training step's metrics (legacy
   ``compute_data_metrics``; v1 ``PPOTrainer._compute_metrics``) and to each validation's metrics
   (``_val_metrics_update`` of both trainers, from the reward's extra info).
+- one weight-sync socket per trainer (``weight_ipc``): the Ray node id added to the job id in verl's
+  ``/tmp/rl-colocate-zmq-*`` path, on both ends, so trainers side by side on one host never share it.
 - the v1 replay buffer's poll (``replay_poll``): ``trainer.v1.sampler.sampler_kwargs.poll_interval_s``
   replaces verl's fixed 2 s, and ``last_sample_returned_at()`` says when the trainer took its last batch.
 """
@@ -89,6 +91,7 @@ from extensions.verl_compat.trainer_hooks import (  # noqa: E402
     install_trainer_hooks,
     installed_trainer_hooks,
 )
+from extensions.verl_compat.weight_ipc import install_weight_ipc_scope, installed_weight_ipc_scope  # noqa: E402
 from extensions.verl_compat.worker_hooks import (  # noqa: E402
     accept_segment_lists,
     segment_list_manager,
@@ -96,6 +99,8 @@ from extensions.verl_compat.worker_hooks import (  # noqa: E402
 )
 
 __all__ = [
+    "install_weight_ipc_scope",
+    "installed_weight_ipc_scope",
     "POLL_KEY",
     "RELIANCES",
     "SYNTHETIC_SYSTEM",

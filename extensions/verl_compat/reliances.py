@@ -188,6 +188,31 @@ def _check_replay_poll() -> None:
     _source_calls(trainer_base.PPOTrainer._step_once, "self.replay_buffer.sample")
 
 
+def _verl_source(relative: str) -> str:
+    """A verl file's text, read without importing it (the vLLM modules import vLLM, absent on CPU)."""
+    from pathlib import Path
+
+    return (Path(verl.__file__).parent / relative).read_text()
+
+
+def _check_weight_ipc() -> None:
+    rollout = "workers/rollout/vllm_rollout/"
+    sender = _verl_source(rollout + "vllm_rollout.py")
+    assert "class ServerAdapter(" in sender, "vllm_rollout.ServerAdapter is gone"
+    assert "job_id = ray.get_runtime_context().get_job_id()" in sender, "ServerAdapter no longer reads Ray's job id"
+    assert 'self.zmq_handle = f"ipc:///tmp/rl-colocate-zmq-{job_id}-replica-' in sender, "the sender's socket changed"
+    server = _verl_source(rollout + "vllm_async_server.py")
+    assert "class vLLMHttpServer:" in server, "vllm_async_server.vLLMHttpServer is gone"
+    assert 'os.environ["VERL_RAY_JOB_ID"] = ray.get_runtime_context().get_job_id()' in server, (
+        "vLLMHttpServer.__init__ no longer passes the job id to its vLLM workers"
+    )
+    receiver = _verl_source(rollout + "utils.py")
+    assert 'job_id = os.environ.get("VERL_RAY_JOB_ID", "0")' in receiver, "the receiver no longer reads VERL_RAY_JOB_ID"
+    assert (
+        'return f"ipc:///tmp/rl-colocate-zmq-{job_id}-replica-{replica_rank}-rank-{trainer_rank}.sock"' in receiver
+    ), "the receiver's socket changed"
+
+
 def _check_v1_hooks() -> None:
     from verl.trainer.ppo.v1 import trainer_base
 
@@ -288,6 +313,12 @@ RELIANCES: list[Reliance] = [
         "trainer/ppo/v1/trainer_base.py, trainer/ppo/v1/replay_buffer.py",
         "poll_interval_s replaces the buffer's fixed 2 s poll; sample() is timed for longflow/rollout/ metrics",
         _check_replay_poll,
+    ),
+    Reliance(
+        "weight-sync socket",
+        "workers/rollout/vllm_rollout/vllm_rollout.py, vllm_async_server.py, utils.py",
+        "both ends of the colocated weight sync take the job id that weight_ipc scopes per Ray node",
+        _check_weight_ipc,
     ),
     Reliance(
         "v1 trainer hooks",
