@@ -28,17 +28,17 @@ def score(*, right: bool, ok: int = 0, failed: int = 0, malformed: int = 0, **kw
 
 
 def test_the_ab_reward_walks_the_table():
-    assert AB_KWARGS == {"mode": "flexible", "w_exec": 0.1, "exec_bonus_cap": 0.2}
+    assert AB_KWARGS == {"mode": "flexible", "w_exec": 0.1, "exec_bonus_cap": 0.2, "exec_bonus_if_correct": True}
     table = {
         (right, ok, failed, malformed): score(right=right, ok=ok, failed=failed, malformed=malformed)
         for right, ok, failed, malformed in itertools.product((True, False), range(7), range(4), range(4))
     }
     worst_right = min(v for (right, *_), v in table.items() if right)
     best_wrong = max(v for (right, *_), v in table.items() if not right)
-    assert worst_right == 1.0 and best_wrong == pytest.approx(0.2)  # right without tools beats wrong with any
+    assert worst_right == 1.0 and best_wrong == 0.0  # calls alone never earn
     for (right, ok, _failed, _malformed), value in table.items():
         plain = 1.0 if right else 0.0
-        assert value == pytest.approx(plain + min(0.1 * ok, 0.2))  # failed and malformed calls cost nothing
+        assert value == pytest.approx(plain + (min(0.1 * ok, 0.2) if right else 0.0))  # failed/malformed cost nothing
         assert value >= plain  # trying a tool is never a loss
 
 
@@ -46,14 +46,17 @@ def test_exact_scores_of_a_few_rows():
     assert score(right=True) == 1.0
     assert score(right=True, ok=1) == pytest.approx(1.1)
     assert score(right=True, ok=5, failed=3) == pytest.approx(1.2)
-    assert score(right=False, ok=2, malformed=3) == pytest.approx(0.2)
+    assert score(right=False, ok=2, malformed=3) == 0.0
     assert score(right=False, failed=4) == 0.0
 
 
-def test_the_bonus_can_be_paid_to_right_answers_only():
-    kwargs = {**AB_KWARGS, "exec_bonus_if_correct": True}
+def test_without_exec_bonus_if_correct_the_bonus_is_paid_to_any_answer():
+    """The reward of docs/results/gsm8k-tools-ab-h100: a wrong answer earned up to 0.2 for clean calls."""
+    kwargs = {**AB_KWARGS, "exec_bonus_if_correct": False}
     assert score(right=True, ok=3, **kwargs) == pytest.approx(1.2)
-    assert score(right=False, ok=3, **kwargs) == 0.0
+    assert score(right=False, ok=3, **kwargs) == pytest.approx(0.2)
+    assert score(right=False, ok=2, malformed=3, **kwargs) == pytest.approx(0.2)
+    assert score(right=False, failed=4, **kwargs) == 0.0
 
 
 @pytest.mark.parametrize("cap", [1.0, 1.5, 0.0])
