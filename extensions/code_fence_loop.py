@@ -27,6 +27,7 @@ from extensions.context_budget import append_tokens
 from extensions.episode import Episode, context_anchor, count_outcomes
 from extensions.errors import ConfigError, choices
 from extensions.loop_settings import LoopSettings
+from extensions.time_budget import over_time
 from extensions.token_text import truncate_to_tokens
 from extensions.tool_session import ToolOutcome
 
@@ -115,6 +116,7 @@ class FenceLoop(Protocol):
     """What a fenced turn uses of its loop (``LongWorkflowAgent``; a folding loop overrides the budget)."""
 
     fence: CodeFenceSettings
+    settings: LoopSettings
     tokenizer: Any
     tool_parser: Any
     end_ids: frozenset[int]
@@ -152,6 +154,9 @@ async def fenced_reply(loop: FenceLoop, episode: Episode, sampling_params: dict[
             if inserted is None:
                 return token_ids
             token_ids, pending = token_ids + inserted, []
+            if (late := over_time(episode, loop.settings.max_trajectory_s)) is not None:
+                episode.out_of_time = late  # the generating state ends the trajectory (time_budget)
+                return token_ids
         output = await loop._generate(episode, sampling_params, stop=keep_pausing(loop.fence, pauses))
         token_ids, pending = token_ids + output.token_ids, pending + output.token_ids
     episode.num_invented_outputs += invented_outputs(loop.tool_parser.decode(pending))

@@ -51,6 +51,7 @@ from extensions.interactions.registry import load_interactions
 from extensions.loop_settings import VERL_LOOP_KWARGS, LoopSettings, parse_settings
 from extensions.records_schema import Reason
 from extensions.rewards.turns import settings_from_trainer_config
+from extensions.time_budget import over_time
 from extensions.tool_session import check_tool_selection, result_messages, run_calls, tool_message, tool_schemas
 from extensions.tools.submit import submission
 from extensions.verl_compat import build_assistant_message
@@ -181,6 +182,8 @@ class LongWorkflowAgent(ToolAgentLoop):
         ``max_parallel_calls``; the turn is recorded; limits are checked after parsing, per
         kind (``episode.after_assistant``); a reply without calls goes to the user, if any.
         """
+        if (late := over_time(episode, self.settings.max_trajectory_s)) is not None:
+            return episode.finish(Reason.TIME_BUDGET, late)
         start, started = len(episode.response_mask), time.perf_counter()
         anchor = context_anchor(episode.prompt_ids)
         episode.assistant_turns += 1
@@ -203,6 +206,8 @@ class LongWorkflowAgent(ToolAgentLoop):
         if (answer := submission(episode)) is not None:  # submit_answer ends the task before any limit or fold
             episode.submitted_answer = answer
             return episode.finish(Reason.FINAL_ANSWER)
+        if episode.out_of_time is not None:
+            return episode.finish(Reason.TIME_BUDGET, episode.out_of_time)
         if episode.out_of_room or self._generation_budget(episode) <= 0:
             detail, episode.out_of_room = episode.out_of_room or "the response budget ran out while generating", None
             return self._out_of_budget(episode, detail)
@@ -219,6 +224,8 @@ class LongWorkflowAgent(ToolAgentLoop):
         cap); results are cut by tokens and shrunk to fit rather than dropped; parse errors
         are answered too; the round counts as a tool round, not a user turn, and is recorded.
         """
+        if (late := over_time(episode, self.settings.max_trajectory_s)) is not None:
+            return episode.finish(Reason.TIME_BUDGET, late)
         start = len(episode.response_mask)
         placeholders = [tool_message("", c.tool_call_id) for c in episode.tool_calls]
         placeholders += [tool_message("") for _ in episode.parse_errors]

@@ -98,6 +98,7 @@ class Episode(AgentData):
         self.segment_outputs: list[Any] = []
         """Outputs of the segments closed so far (context folding: ``folding_loop.py``)."""
         self.out_of_room: str | None = None
+        self.out_of_time: str | None = None  # a code-fence turn stopped by max_trajectory_s (time_budget.py)
         """Why this assistant turn was cut short for lack of room (a code block's output did not fit)."""
         self.turn_versions: list[int] | None = None  # [first, last] weight version of this turn's replies so far
         self.started_at = time.time()

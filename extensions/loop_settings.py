@@ -65,6 +65,9 @@ class LoopSettings(BaseModel):
     """Tools this loop offers (names from the tool YAML); None: all. ``extra_info.tool_selection`` picks per sample."""
     default_tool_concurrency: int = Field(64, ge=1)
     """Cap for tools not named in ``tool_concurrency``."""
+    max_trajectory_s: float | None = Field(None, gt=0)
+    """Wall-clock seconds a trajectory may run; past them it ends with reason ``time_budget`` before its next
+    generation, tool round or code-fence resumption (one in flight finishes first). None: no bound."""
     catch_errors: bool = True
     """Record a failing trajectory with reason ``error`` instead of failing the batch."""
 

@@ -22,6 +22,8 @@ class Reason(str, Enum):
     MAX_USER_TURNS = "max_user_turns"
     RESPONSE_BUDGET = "response_budget"
     PROMPT_TOO_LONG = "prompt_too_long"
+    TIME_BUDGET = "time_budget"
+    """``max_trajectory_s`` reached (``time_budget.py``)."""
     MAX_SEGMENTS = "max_segments"
     """Context folding: the context filled in the last segment allowed."""
     FOLDED = "folded"

@@ -62,6 +62,7 @@ def test_weighted_combination_exact() -> None:
         "term_max_user_turns": 0.0,
         "term_prompt_too_long": 0.0,
         "term_response_budget": 0.0,
+        "term_time_budget": 0.0,
     }
 
 
@@ -170,7 +171,7 @@ def test_verl_router_kwargs_are_accepted() -> None:
             {"index": 5, "extras": {"termination_reason": "timeout"}},
             "data_source 'openai/gsm8k' sample index 5: unknown extras.termination_reason 'timeout'; expected one "
             "of 'error', 'final_answer', 'folded', 'interaction_done', 'max_assistant_turns', 'max_segments', "
-            "'max_tool_rounds', 'max_user_turns', 'prompt_too_long', 'response_budget'",
+            "'max_tool_rounds', 'max_user_turns', 'prompt_too_long', 'response_budget', 'time_budget'",
         ),
         (
             {"index": 5, "turn_scores": [1.0, "good"]},

@@ -1,0 +1,25 @@
+"""``max_trajectory_s``: a wall-clock bound on one trajectory, for the synchronous step that waits on the slowest.
+
+The loop checks it where it would wait next: before each generation, before each round of tool calls, and, in a
+code-fence turn, before generation resumes after a block ran. A generation or a tool call in flight finishes first,
+so a trajectory can overrun the bound by one of those. Past it, the trajectory ends with reason ``time_budget``: the
+reward reads no answer from it (its last reply may be cut), and it trains like any other trajectory.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+clock = time.time
+"""The clock ``Episode.started_at`` is read against (tests replace it)."""
+
+
+def over_time(episode: Any, limit_s: float | None) -> str | None:
+    """Why the trajectory must end now (``limit_s`` reached since ``episode.started_at``), or None."""
+    if limit_s is None:
+        return None
+    elapsed = clock() - episode.started_at
+    if elapsed < limit_s:
+        return None
+    return f"the trajectory ran {elapsed:.1f} s; max_trajectory_s is {limit_s:g}"

@@ -1,0 +1,122 @@
+"""``max_trajectory_s`` (extensions/time_budget.py) through verl's real AgentLoopWorker, with the clock scripted."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from extensions import time_budget
+from extensions.code_fence import output_block
+from extensions.custom_rewards import compute_score
+from extensions.errors import ConfigError
+from extensions.loop_settings import parse_settings
+from tests.conftest import ROOT, Row, build_worker, register_loop, run_batch, sample
+from tests.fixtures import tools as tracked
+
+
+def tool_call(name: str, **arguments: str) -> str:
+    return f"<tool_call>\n{json.dumps({'name': name, 'arguments': arguments})}\n</tool_call>"
+
+
+def scripted_clock(monkeypatch: pytest.MonkeyPatch, offsets: list[float]) -> list[float]:
+    """Each read of the clock is now + the next offset (the last one repeats); returns the offsets read."""
+    read: list[float] = []
+    pending: Iterator[float] = iter(offsets)
+
+    def clock() -> float:
+        offset = next(pending, offsets[-1])
+        read.append(offset)
+        return time.time() + offset
+
+    monkeypatch.setattr(time_budget, "clock", clock)
+    return read
+
+
+@pytest.fixture(autouse=True)
+def _reset_tools():
+    tracked.reset()
+
+
+async def test_a_trajectory_past_its_time_ends_before_the_next_generation(worker, tokenizer, monkeypatch):
+    loop = register_loop("tb_tools", max_trajectory_s=10.0)
+    script = {"TB-tools": [tool_call("echo", text="hi"), "Never asked for: #### 4"]}
+    read = scripted_clock(monkeypatch, [0.0, 0.0, 20.0])  # turn 1, its tool round, then turn 2 is 20 s late
+    row = Row(await run_batch(worker, script, [sample("TB-tools", loop)]), 0)
+    extras = row.extras
+    assert read == [0.0, 0.0, 20.0]
+    assert extras["termination_reason"] == "time_budget"
+    assert re.fullmatch(r"the trajectory ran 20\.\d s; max_trajectory_s is 10", extras["error"])
+    assert [t["role"] for t in extras["turns"]] == ["assistant", "tool"]
+    assert extras["num_assistant_turns"] == 1 and extras["num_tool_calls"] == 1
+    assert tokenizer.decode(row.response_ids).startswith(tool_call("echo", text="hi"))
+    assert "Never asked for" not in tokenizer.decode(row.response_ids)
+
+
+async def test_a_tool_round_past_the_time_is_not_run(worker, monkeypatch):
+    loop = register_loop("tb_round", max_trajectory_s=10.0)
+    read = scripted_clock(monkeypatch, [0.0, 12.5])  # turn 1 starts in time; its tool round does not
+    row = Row(await run_batch(worker, {"TB-round": [tool_call("echo", text="hi")]}, [sample("TB-round", loop)]), 0)
+    assert read == [0.0, 12.5]
+    assert row.extras["termination_reason"] == "time_budget"
+    assert [t["role"] for t in row.extras["turns"]] == ["assistant"]
+    assert [event for event in tracked.LIFECYCLE if event[0] == "execute"] == []
+    assert row.extras["num_executed_calls"] == 0
+
+
+async def test_without_a_bound_the_clock_is_never_read(worker, monkeypatch):
+    loop = register_loop("tb_none")
+
+    def fail() -> float:
+        raise AssertionError("the clock was read without max_trajectory_s")
+
+    monkeypatch.setattr(time_budget, "clock", fail)
+    script = {"TB-none": [tool_call("echo", text="hi"), "#### 4"]}
+    row = Row(await run_batch(worker, script, [sample("TB-none", loop)]), 0)
+    assert row.extras["termination_reason"] == "final_answer"
+
+
+@pytest.fixture(scope="module")
+def fence_worker(qwen_dir: Any) -> Any:
+    experiment = ROOT / "experiments" / "gsm8k_learn"
+    return build_worker(
+        qwen_dir, tools=experiment / "tools.yaml", agent_loops=experiment / "agent_loops.yaml", tool_format="auto"
+    )
+
+
+async def test_a_code_fence_turn_stops_after_the_block_that_ran_past_the_time(fence_worker, monkeypatch):
+    tok = fence_worker.tokenizer
+    loop = register_loop("tb_fence", tool_parser="code_fence", max_trajectory_s=10.0, interaction_config_path=None)
+    first = "Tickets cost 6 each; 7 people.\n```python\nprint(6 * 7)\n```\n"
+    script = {"TB-fence": [first, "So the total is 42.\n#### 42"]}
+    read = scripted_clock(monkeypatch, [0.0, 11.0])  # the turn starts in time; after the block it is over
+    row = Row(await run_batch(fence_worker, script, [sample("TB-fence", loop)]), 0)
+    assert read == [0.0, 11.0]
+    out = output_block("42", after=first)
+    expected = [(tok.encode(first, add_special_tokens=False), 1), (tok.encode(out, add_special_tokens=False), 0)]
+    assert row.response_ids == [t for ids, _ in expected for t in ids]
+    assert row.mask == [m for ids, m in expected for _ in ids]
+    extras = row.extras
+    assert extras["termination_reason"] == "time_budget"
+    assert re.fullmatch(r"the trajectory ran 11\.\d s; max_trajectory_s is 10", extras["error"])
+    assert (extras["num_assistant_turns"], extras["num_executed_calls"], extras["num_successful_calls"]) == (1, 1, 1)
+
+
+def test_a_stopped_trajectory_has_no_answer():
+    """The experiments' reward (the bonus paid to right answers only): a stopped reply earns nothing."""
+    kwargs = {"mode": "flexible", "w_exec": 0.1, "exec_bonus_cap": 0.2, "exec_bonus_if_correct": True}
+    extras = {"termination_reason": "time_budget", "final_answer_text": "#### 72", "num_successful_calls": 1}
+    scored = compute_score("longflow/gsm8k", "", "72", {"extras": extras}, **kwargs)
+    assert (scored["score"], scored["answer_found"], scored["is_response_budget"]) == (0.0, 0.0, 0.0)
+    extras["termination_reason"] = "final_answer"
+    assert compute_score("longflow/gsm8k", "", "72", {"extras": extras}, **kwargs)["score"] == pytest.approx(1.1)
+
+
+def test_the_bound_must_be_positive():
+    with pytest.raises(ConfigError) as error:
+        parse_settings({"max_trajectory_s": 0.0}, entry="tb_bad")
+    assert str(error.value) == "agent loop 'tb_bad': key 'max_trajectory_s': Input should be greater than 0 (got 0.0)"
