@@ -1,28 +1,48 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU machine: weak scaling over 1, 2 and 4 GPUs, and sync against v1's
-# colocate_async, all on experiments/gsm8k_learn's long-tail workload (python_exec behind a log-normal tool
-# latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every 50 ms.
-#   bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh     # install, then both waves
-#   OUT=$OUT bash scripts/gpu/scale_hold.sh status [SECONDS]                # progress; $OUT gets each run's .tgz
-# Wave A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3
-#   sync on 2 GPUs (32 x 8). The two 1-GPU runs validate greedily on all 1,319 GSM8K test problems at the end.
-# Wave B, when wave A has ended: sync on all 4 GPUs (64 x 8).
+# Long workflows at scale on one 4-GPU machine, on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
+# 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
+#   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
+#     2 GPUs (32 x 8). The two 1-GPU runs validate greedily on all 1,319 GSM8K test problems at the end.
+#   B: sync on all 4 GPUs (64 x 8).
+#   C, side by side (not run yet): A's 1-GPU runs with a second seed (data.seed=2, rollout.seed=43), validated, and
+#     separate_async on GPUs 2-3 (1 trainer GPU + 1 rollout GPU), validated too.
+#   D, side by side (not run yet): GPUs 0-1 colocate_async on 2 GPUs, GPUs 2-3 sync on 2 GPUs.
+#   E (not run yet): colocate_async on all 4 GPUs.
+#   bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh               # install, then waves A and B
+#   WAVES="C D E" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
+#   OUT=$OUT bash scripts/gpu/scale_hold.sh status [SECONDS]       # progress, each run's weight-sync socket (two runs
+#                                                                  # must show different ones); $OUT gets each .tgz
 # Needs outputs/data/gsm8k_learn (experiments/gsm8k_learn/prepare_data.sh) in the working tree.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-10}
-WAVE_A="sync_x1 colo_x1 sync_x2"
-WAVE_B="sync_x4"
+WAVES=${WAVES:-A B}
+runs_of() {  # WAVE: its runs' names
+  case $1 in
+  A) echo sync_x1 colo_x1 sync_x2 ;;
+  B) echo sync_x4 ;;
+  C) echo sync_x1_s2 colo_x1_s2 sep_x1 ;;
+  D) echo colo_x2 sync_x2_b ;;
+  E) echo colo_x4 ;;
+  *) echo "unknown wave $1 (A, B, C, D or E)" >&2; exit 2 ;;
+  esac
+}
+RUNS=$(for wave in $WAVES; do runs_of "$wave"; done | tr '\n' ' ')
 case ${1:-run} in
 status)
   sleep "${2:-0}"
   bash scripts/gpu/background.sh --status 0 setup
   # shellcheck disable=SC2086
-  bash scripts/gpu/train_bg.sh --status 0 $WAVE_A $WAVE_B
+  bash scripts/gpu/train_bg.sh --status 0 $RUNS
+  for n in $RUNS; do
+    [ -f "/tmp/runs/$n/console.log" ] || continue
+    echo "$n socket: $(grep -ao 'weight-sync socket: [^ ]*' "/tmp/runs/$n/console.log" | sort -u | tr '\n' ' ')"
+  done
   exit 0
   ;;
 run) ;;
-*) echo "usage: bash scripts/gpu/scale_hold.sh [run | status [SECONDS]]" >&2; exit 2 ;;
+*) echo "usage: [WAVES=...] bash scripts/gpu/scale_hold.sh [run | status [SECONDS]]" >&2; exit 2 ;;
 esac
 if [ -z "${SCALE_HOLD_COPY:-}" ]; then  # run from a copy: a later device call replaces the tree under this script
   rm -rf /tmp/scale-src && mkdir -p /tmp/scale-src
@@ -39,12 +59,22 @@ train() {  # NAME GPUS [overrides]: a run in the background on those GPUs, readi
   CUDA_VISIBLE_DEVICES=$devices VARIANT=tools bash scripts/gpu/train_bg.sh "$name" "${common[@]}" \
     "actor_rollout_ref.rollout.multi_turn.tool_config_path=/tmp/runs/$name/src/experiments/gsm8k_learn/tools_long_tail.yaml" "$@"
 }
-echo "== wave A ($(date +%T))"
-train sync_x1 0 +gpus=x1 +mode=sync "trainer.test_freq=$STEPS"
-train colo_x1 1 +gpus=x1 +mode=colocate_async "trainer.test_freq=$STEPS"
-train sync_x2 2,3 +gpus=x2 +mode=sync trainer.test_freq=-1
-for n in $WAVE_A; do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
-echo "== wave B ($(date +%T))"
-train sync_x4 0,1,2,3 +gpus=x4 +mode=sync trainer.test_freq=-1
-while [ ! -f /tmp/runs/sync_x4/rc ]; do sleep 5; done
+validated=("trainer.test_freq=$STEPS")
+seed2=(data.seed=2 actor_rollout_ref.rollout.seed=43 "${validated[@]}")
+for wave in $WAVES; do
+  echo "== wave $wave ($(date +%T))"
+  case $wave in
+  A) train sync_x1 0 +gpus=x1 +mode=sync "${validated[@]}"
+     train colo_x1 1 +gpus=x1 +mode=colocate_async "${validated[@]}"
+     train sync_x2 2,3 +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
+  B) train sync_x4 0,1,2,3 +gpus=x4 +mode=sync trainer.test_freq=-1 ;;
+  C) train sync_x1_s2 0 +gpus=x1 +mode=sync "${seed2[@]}"
+     train colo_x1_s2 1 +gpus=x1 +mode=colocate_async "${seed2[@]}"
+     train sep_x1 2,3 +gpus=x1 +mode=separate_async "${validated[@]}" ;;
+  D) train colo_x2 0,1 +gpus=x2 +mode=colocate_async trainer.test_freq=-1
+     train sync_x2_b 2,3 +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
+  E) train colo_x4 0,1,2,3 +gpus=x4 +mode=colocate_async trainer.test_freq=-1 ;;
+  esac
+  for n in $(runs_of "$wave"); do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
+done
 echo "scale hold done ($(date +%T))"
