@@ -53,6 +53,9 @@ class CodeFenceSettings(BaseModel):
     """Most executions in one trajectory."""
     max_output_tokens: int = Field(256, ge=8)
     """An output longer than this is cut (by tokens) before it is inserted."""
+    end_after_repeats: int | None = Field(None, ge=1)
+    """The trajectory ends (reason ``repeat_loop``, no answer read) once this many of its blocks were refused for
+    repeating code that already ran; None: never. A model that rewrites the same block after "Not run" is looping."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from extensions.context_budget import append_tokens
 from extensions.episode import Episode, context_anchor, count_outcomes
 from extensions.errors import ConfigError, choices
 from extensions.loop_settings import LoopSettings
+from extensions.records_schema import Reason
 from extensions.time_budget import over_time
 from extensions.token_text import truncate_to_tokens
 from extensions.tool_session import ToolOutcome
@@ -62,6 +63,10 @@ def end_token_ids(tokenizer: Any) -> frozenset[int]:
     return frozenset(i for i in ids if isinstance(i, int))
 
 
+REPEATED_MESSAGE = "Not run: this exact code already ran above; its output will not change."
+"""The output block of a block that repeats code that already ran (``refusal``)."""
+
+
 def refusal(episode: Episode, fence: CodeFenceSettings, code: str) -> tuple[str, str] | None:
     """``(kind, message)`` when a closed block is not run — ``limit`` (a cap is reached) or ``repeated``
     (the same code already ran) — else None."""
@@ -71,8 +76,18 @@ def refusal(episode: Episode, fence: CodeFenceSettings, code: str) -> tuple[str,
     if episode.num_executed_calls >= fence.max_calls_per_trajectory:
         return "limit", f"Not run: at most {fence.max_calls_per_trajectory} code executions per conversation."
     if code.strip() in episode.code_run:
-        return "repeated", "Not run: this exact code already ran above; its output will not change."
+        return "repeated", REPEATED_MESSAGE
     return None
+
+
+def count_refusal(episode: Episode, fence: CodeFenceSettings, kind: str) -> None:
+    """Count a ``repeated`` refusal; the ``end_after_repeats``-th ends the trajectory after this turn (``repeat_loop``)."""
+    if kind != "repeated":
+        return
+    episode.num_repeated_blocks += 1
+    if fence.end_after_repeats is not None and episode.num_repeated_blocks >= fence.end_after_repeats:
+        detail = f"{episode.num_repeated_blocks} blocks repeated code that already ran; end_after_repeats is "
+        episode.ending = episode.ending or (Reason.REPEAT_LOOP, detail + str(fence.end_after_repeats))
 
 
 async def run_block(episode: Episode, fence: CodeFenceSettings, code: str) -> ToolOutcome:
@@ -81,6 +96,7 @@ async def run_block(episode: Episode, fence: CodeFenceSettings, code: str) -> To
     refused = refusal(episode, fence, code)
     if refused is not None:
         kind, message = refused
+        count_refusal(episode, fence, kind)
         return ToolOutcome(fence.tool, arguments, message, error=kind)
     episode.code_run.add(code.strip())
     return await episode.tool_session.call(fence.tool, arguments, episode)
@@ -104,6 +120,7 @@ def refuse_trailing_calls(episode: Episode, fence: CodeFenceSettings) -> None:
             episode.tool_calls.append(call)
             episode.code_run.add(code.strip())
         else:
+            count_refusal(episode, fence, refused[0])
             episode.parse_errors.append(refused[1])
 
 
@@ -155,7 +172,8 @@ async def fenced_reply(loop: FenceLoop, episode: Episode, sampling_params: dict[
                 return token_ids
             token_ids, pending = token_ids + inserted, []
             if (late := over_time(episode, loop.settings.max_trajectory_s)) is not None:
-                episode.out_of_time = late  # the generating state ends the trajectory (time_budget)
+                episode.ending = (Reason.TIME_BUDGET, late)
+            if episode.ending is not None:  # the generating state ends the trajectory
                 return token_ids
         output = await loop._generate(episode, sampling_params, stop=keep_pausing(loop.fence, pauses))
         token_ids, pending = token_ids + output.token_ids, pending + output.token_ids

@@ -59,13 +59,16 @@ REWARD_KEYS = (
 """Keys of every returned dict, in order; all values are floats. The counts and the ``term_<reason>``
 one-hot (1.0 for the reason the trajectory ended with) feed ``longflow/val/`` metrics."""
 
+BUDGET_REASONS = ("response_budget", "repeat_loop", "max_segments")
+"""Termination reasons that cost ``budget_penalty``: the trajectory ran out, or a bound cut its loop short."""
+
 # An outcome scorer: (answer text, ground truth, mode, termination reason) -> (answer is right, an answer was found).
 OutcomeScorer = Callable[[str, str, Mode, str], tuple[bool, bool]]
 
 
 def score_gsm8k(text: str, ground_truth: str, mode: Mode, termination_reason: str = "") -> tuple[bool, bool]:
     """Score a GSM8K answer: extract a number from ``text`` and compare it with ``ground_truth``. A reply that
-    ended on ``response_budget`` or ``error`` has no answer (``rewards/gsm8k.py``)."""
+    ended for one of ``NO_ANSWER_REASONS`` has no answer (``rewards/gsm8k.py``)."""
     truth = normalize_number(ground_truth)
     if truth is None:
         raise SampleError(f"ground_truth {ground_truth!r} is not a number; GSM8K ground truths look like '72'")
@@ -99,8 +102,8 @@ def combine(acc: bool, answer_found: bool, pieces: TrajectoryPieces, settings: R
     exec_bonus = min(settings.w_exec * pieces.num_successful_calls, settings.exec_bonus_cap)
     if settings.exec_bonus_if_correct and not outcome:
         exec_bonus = 0.0
-    penalties = {"error": settings.error_penalty, "response_budget": settings.budget_penalty}
-    termination_penalty = {**penalties, "max_segments": settings.budget_penalty}.get(reason, 0.0)
+    penalties = {"error": settings.error_penalty, **dict.fromkeys(BUDGET_REASONS, settings.budget_penalty)}
+    termination_penalty = penalties.get(reason, 0.0)
     score = (
         settings.w_outcome * outcome
         + settings.w_turn * turn_mean

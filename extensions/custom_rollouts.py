@@ -206,8 +206,8 @@ class LongWorkflowAgent(ToolAgentLoop):
         if (answer := submission(episode)) is not None:  # submit_answer ends the task before any limit or fold
             episode.submitted_answer = answer
             return episode.finish(Reason.FINAL_ANSWER)
-        if episode.out_of_time is not None:
-            return episode.finish(Reason.TIME_BUDGET, episode.out_of_time)
+        if episode.ending is not None:
+            return episode.finish(*episode.ending)
         if episode.out_of_room or self._generation_budget(episode) <= 0:
             detail, episode.out_of_room = episode.out_of_room or "the response budget ran out while generating", None
             return self._out_of_budget(episode, detail)

@@ -29,7 +29,7 @@ from verl.experimental.agent_loop.tool_agent_loop import AgentData
 from extensions.errors import SampleError, choices
 from extensions.interactions.base import BaseInteraction
 from extensions.loop_settings import LoopSettings
-from extensions.records_schema import Extras, Reason, TurnRecord
+from extensions.records_schema import COUNTS, Extras, Reason, TurnRecord
 from extensions.rewards.settings import RewardSettings
 from extensions.rewards.turns import step_rewards
 from extensions.thinking import token_thinking_spans
@@ -89,6 +89,7 @@ class Episode(AgentData):
         self.num_executed_calls = 0
         self.num_successful_calls = 0
         self.num_invented_outputs = 0
+        self.num_repeated_blocks = 0
         self.code_run: set[str] = set()
         """Code of the blocks run so far (code-fence format): the same code is not run twice."""
         self.code_calls: list[dict[str, Any]] = []
@@ -98,8 +99,9 @@ class Episode(AgentData):
         self.segment_outputs: list[Any] = []
         """Outputs of the segments closed so far (context folding: ``folding_loop.py``)."""
         self.out_of_room: str | None = None
-        self.out_of_time: str | None = None  # a code-fence turn stopped by max_trajectory_s (time_budget.py)
         """Why this assistant turn was cut short for lack of room (a code block's output did not fit)."""
+        self.ending: tuple[Reason, str] | None = None
+        """Why the trajectory ends after this (code-fence) turn: ``max_trajectory_s`` or ``end_after_repeats``."""
         self.turn_versions: list[int] | None = None  # [first, last] weight version of this turn's replies so far
         self.started_at = time.time()
         """Wall clock (``time.time()``) when the loop took the sample: ``longflow/rollout/`` metrics."""
@@ -126,17 +128,8 @@ class Episode(AgentData):
 
     def extras(self, agent_name: str) -> Extras:
         """The ``extra_fields["extras"]`` payload (``records_schema.Extras`` plus its ``COUNTS``)."""
-        counts = {
-            "num_assistant_turns": self.assistant_turns,
-            "num_tool_rounds": self.tool_rounds,
-            "num_user_turns": self.user_turns,
-            "num_tool_calls": self.num_tool_calls,
-            "num_tool_errors": self.num_tool_errors,
-            "num_malformed_tool_calls": self.num_malformed_tool_calls,
-            "num_executed_calls": self.num_executed_calls,
-            "num_successful_calls": self.num_successful_calls,
-            "num_invented_outputs": self.num_invented_outputs,
-        }
+        turns = (self.assistant_turns, self.tool_rounds, self.user_turns)  # COUNTS[:3], named as verl names them
+        counts = dict(zip(COUNTS[:3], turns, strict=True)) | {key: getattr(self, key) for key in COUNTS[3:]}
         return {
             "agent_name": agent_name,
             "termination_reason": (self.reason or Reason.ERROR).value,

@@ -49,6 +49,7 @@ COUNTS = {
     "executed_calls": "num_executed_calls",
     "successful_calls": "num_successful_calls",
     "invented_outputs": "num_invented_outputs",
+    "repeated_blocks": "num_repeated_blocks",
 }
 """Metric name -> the ``extras`` key (and reward key) it averages: every ``records_schema.COUNTS`` key."""
 

@@ -24,6 +24,8 @@ class Reason(str, Enum):
     PROMPT_TOO_LONG = "prompt_too_long"
     TIME_BUDGET = "time_budget"
     """``max_trajectory_s`` reached (``time_budget.py``)."""
+    REPEAT_LOOP = "repeat_loop"
+    """``code_fence.end_after_repeats`` blocks were refused for repeating code that already ran."""
     MAX_SEGMENTS = "max_segments"
     """Context folding: the context filled in the last segment allowed."""
     FOLDED = "folded"
@@ -44,11 +46,13 @@ COUNTS: tuple[str, ...] = (
     "num_executed_calls",
     "num_successful_calls",
     "num_invented_outputs",
+    "num_repeated_blocks",
 )
 """The whole-number counts in every ``extras``: assistant turns (generations), rounds of tool results,
 user messages appended, tool calls run (inline code blocks included), calls that failed before or while
 running (unknown tool, bad arguments, timeout, exception), calls the parser could not read, calls the tool
-ran, calls that ran without error, ```` ```output ```` blocks the model wrote itself."""
+ran, calls that ran without error, ```` ```output ```` blocks the model wrote itself, code blocks not run because the same
+code already ran (code-fence format)."""
 
 
 class CallRecord(TypedDict):

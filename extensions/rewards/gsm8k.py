@@ -1,9 +1,10 @@
 """GSM8K (and ledger) answer extraction: what counts as the final answer, and what never does.
 
 1. A trajectory that ended on ``response_budget`` (its last reply was cut off; a folding loop's last segment
-   too), ``time_budget`` (stopped by ``max_trajectory_s``, possibly mid-reply) or ``error`` has no answer (``NO_ANSWER_REASONS``; ``compute_score`` applies it): a reward that pays
-   for a cut-off reply can be learned. ``max_segments`` (a fold was wanted, none was left) keeps its answer and
-   pays ``budget_penalty``.
+   too), ``time_budget`` (stopped by ``max_trajectory_s``, possibly mid-reply), ``repeat_loop`` (stopped mid-reply by
+   ``code_fence.end_after_repeats``) or ``error`` has no answer (``NO_ANSWER_REASONS``; ``compute_score`` applies
+   it): a reward that pays for a cut-off reply can be learned. ``max_segments`` (a fold was wanted, none was left)
+   keeps its answer and pays ``budget_penalty``, as ``response_budget`` and ``repeat_loop`` do.
 2. Only prose counts. Thinking (``<think>...</think>``), fenced blocks (```` ```python ````, the code-fence
    format's ```` ```output ````, any other), an unclosed fence and everything after it, and inline code
    (`` `...` ``, so the prompt's own `` `#### 72` `` copied mid-reply) are removed first (``prose``).
@@ -33,7 +34,7 @@ LONGFLOW_GSM8K = "longflow/gsm8k"
 LONGFLOW_LEDGER = "longflow/ledger"
 """The paged-ledger task (``python -m extensions.data.ledger``): its answer is a ``#### <number>`` too."""
 
-NO_ANSWER_REASONS = frozenset({"response_budget", "time_budget", "error"})
+NO_ANSWER_REASONS = frozenset({"response_budget", "time_budget", "repeat_loop", "error"})
 """Termination reasons whose trajectory has no answer: its last reply was cut off or stopped, or the loop failed."""
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)

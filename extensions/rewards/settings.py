@@ -52,7 +52,8 @@ class RewardSettings(BaseModel):
     error_penalty: float = 0.0
     """Subtracted when the trajectory ended with reason ``error``."""
     budget_penalty: float = 0.0
-    """Subtracted when the trajectory ended with reason ``response_budget`` (or, folding, ``max_segments``)."""
+    """Subtracted when the trajectory ended with reason ``response_budget``, ``repeat_loop`` (a loop that a bound cut
+    short costs what one that ran out costs) or, folding, ``max_segments``."""
 
     @model_validator(mode="after")
     def _bonus_below_outcome(self) -> RewardSettings:

@@ -62,6 +62,8 @@ class TrajectoryPieces:
     """Tool calls that ran without error (``python_exec``: exit status 0, in time)."""
     num_invented_outputs: int = 0
     """```` ```output ```` blocks the model wrote itself (code-fence format)."""
+    num_repeated_blocks: int = 0
+    """Code blocks not run because the same code already ran (code-fence format)."""
 
 
 def last_assistant_segment(solution_str: str) -> str:

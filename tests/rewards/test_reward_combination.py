@@ -45,6 +45,7 @@ def test_weighted_combination_exact() -> None:
         "num_executed_calls": 0.0,
         "num_successful_calls": 0.0,
         "num_invented_outputs": 0.0,
+        "num_repeated_blocks": 0.0,
         "termination_penalty": 0.0,
         "is_error": 0.0,
         "is_response_budget": 0.0,
@@ -61,6 +62,7 @@ def test_weighted_combination_exact() -> None:
         "term_max_tool_rounds": 0.0,
         "term_max_user_turns": 0.0,
         "term_prompt_too_long": 0.0,
+        "term_repeat_loop": 0.0,
         "term_response_budget": 0.0,
         "term_time_budget": 0.0,
     }
@@ -171,7 +173,7 @@ def test_verl_router_kwargs_are_accepted() -> None:
             {"index": 5, "extras": {"termination_reason": "timeout"}},
             "data_source 'openai/gsm8k' sample index 5: unknown extras.termination_reason 'timeout'; expected one "
             "of 'error', 'final_answer', 'folded', 'interaction_done', 'max_assistant_turns', 'max_segments', "
-            "'max_tool_rounds', 'max_user_turns', 'prompt_too_long', 'response_budget', 'time_budget'",
+            "'max_tool_rounds', 'max_user_turns', 'prompt_too_long', 'repeat_loop', 'response_budget', 'time_budget'",
         ),
         (
             {"index": 5, "turn_scores": [1.0, "good"]},
