@@ -2,6 +2,7 @@
 
     python -m extensions.config_check                      # every YAML of the repo
     python -m extensions.config_check bad.yaml experiments/gsm8k_code_verify   # files or folders
+    python -m extensions.config_check experiments/gsm8k_learn/config.yaml +gpus=x4 trainer.nnodes=2   # as the run
     python -m extensions.config_check --help
 
 Exit status: 0 when every file is valid, 1 when any problem was found (or a path does not exist).
@@ -17,8 +18,9 @@ Each file is recognised by its shape and checked the way verl would use it:
   ``ppo_trainer``): Hydra composes them on top of verl's ``ppo_trainer``; then
   ``check_composed`` checks the tool parser, the tool, agent-loop and interaction files they
   point at, the reward function with its ``reward_kwargs``, and that ``algorithm.adv_estimator``
-  names a registered advantage estimator. The rollout driver runs
-  ``check_composed`` on its composed config before any model loads.
+  names a registered advantage estimator, and where the run's pieces go (``placement_check``: the
+  rollout replica's GPUs; on several nodes, no tool or user endpoint on a loopback address). The
+  rollout driver runs ``check_composed`` on its composed config before any model loads.
 
 Relative paths are looked up in the working directory, then in the pack's checkout.
 """
@@ -31,7 +33,6 @@ import importlib
 import importlib.util
 import inspect
 import io
-import math
 import os
 import sys
 from pathlib import Path
@@ -43,6 +44,7 @@ from omegaconf import DictConfig, OmegaConf
 from extensions.custom_advantages import check_estimator_name
 from extensions.engine_rules import composed_stop_string_problems
 from extensions.errors import ConfigError, choices
+from extensions.placement_check import check_nodes, check_rollout_size
 from extensions.segment_weights import check_segment_estimator
 from extensions.trainer_mode_check import check_trainer_mode
 from extensions.training_signal import max_error_rate
@@ -130,15 +132,18 @@ def check_interactions(path: Path) -> list[str]:
     return []
 
 
-def check_experiment(path: Path) -> list[str]:
+def check_experiment(path: Path, overrides: tuple[str, ...] = ()) -> list[str]:
+    """Compose the experiment config on verl's ppo_trainer (with Hydra ``overrides``, as the run gets them) and
+    check it (``check_composed``)."""
     from hydra import compose, initialize_config_dir
 
     try:
         with initialize_config_dir(config_dir=str(path.parent.resolve()), version_base=None):
-            cfg = compose(config_name=path.stem)
+            cfg = compose(config_name=path.stem, overrides=list(overrides))
     except Exception as exc:
-        return [f"{path}: Hydra cannot compose it on verl's ppo_trainer: {type(exc).__name__}: {exc}"]
-    return check_composed(cfg, str(path))
+        given = f" with {' '.join(overrides)}" if overrides else ""
+        return [f"{path}: Hydra cannot compose it on verl's ppo_trainer{given}: {type(exc).__name__}: {exc}"]
+    return check_composed(cfg, f"{path} ({' '.join(overrides)})" if overrides else str(path))
 
 
 def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> list[str]:
@@ -176,29 +181,11 @@ def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> lis
         max_error_rate(cfg.algorithm)
     except ConfigError as exc:
         problems.append(f"{where}: {exc}")
-    problems += check_rollout_size(cfg, where) + check_trainer_mode(cfg, where) if training else []
+    if training:
+        problems += check_rollout_size(cfg, where) + check_trainer_mode(cfg, where)
+        problems += check_nodes(cfg, where, agent_loop_entries(cfg), resolve)
     problems += composed_stop_string_problems(cfg, agent_loop_entries(cfg), where, resolve)
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
-
-
-def replica_sizes(rollout: Any) -> dict[str, int]:
-    """The factors of the GPUs one rollout replica takes (verl's LLMServerManager multiplies them)."""
-    keys = ("tensor_model_parallel_size", "data_parallel_size", "pipeline_model_parallel_size")
-    return {k: int(rollout.get(k) or 1) for k in keys}
-
-
-def check_rollout_size(cfg: DictConfig, where: str) -> list[str]:
-    """One rollout replica needs tensor x data x pipeline parallel GPUs; verl's validate_config does not check
-    that the trainer has them (verl's default tensor_model_parallel_size is 2: on one GPU no server starts)."""
-    sizes = replica_sizes(cfg.actor_rollout_ref.rollout)
-    need, gpus = math.prod(sizes.values()), int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
-    if gpus < 1 or gpus % need == 0:
-        return []
-    detail = " x ".join(f"actor_rollout_ref.rollout.{k}={v}" for k, v in sizes.items())
-    return [
-        f"{where}: one rollout replica needs {detail} = {need} GPUs, which does not divide trainer.n_gpus_per_node "
-        f"x trainer.nnodes = {gpus}; set actor_rollout_ref.rollout.tensor_model_parallel_size=1 on one GPU"
-    ]
 
 
 def check_validation_oracles(cfg: DictConfig, where: str) -> list[str]:
@@ -325,14 +312,15 @@ def _is_experiment(path: Path, data: Any) -> bool:
     return isinstance(defaults, list) and "ppo_trainer" in defaults
 
 
-def check_file(path: Path, *, explicit: bool = False) -> list[str]:
-    """Every problem of one YAML file; ``explicit``: a file of a shape we do not know is a problem too."""
+def check_file(path: Path, *, explicit: bool = False, overrides: tuple[str, ...] = ()) -> list[str]:
+    """Every problem of one YAML file; ``explicit``: a file of a shape we do not know is a problem too.
+    ``overrides``: Hydra overrides for an experiment config."""
     try:
         data = yaml.safe_load(path.read_text())
     except yaml.YAMLError as exc:
         return [f"{path}: not valid YAML: {exc}"]
     if _is_experiment(path, data):
-        return check_experiment(path)
+        return check_experiment(path, overrides)
     if isinstance(data, list) and data and all(isinstance(e, dict) and "_target_" in e for e in data):
         return check_agent_loops(data, str(path))
     if isinstance(data, dict) and "tools" in data:
@@ -347,17 +335,18 @@ def check_file(path: Path, *, explicit: bool = False) -> list[str]:
     return []
 
 
-def check_paths(paths: list[Path]) -> tuple[list[Path], list[str]]:
-    """Check files (any shape must be known) and folders (their YAML files); problems de-duplicated."""
+def check_paths(paths: list[Path], overrides: tuple[str, ...] = ()) -> tuple[list[Path], list[str]]:
+    """Check files (any shape must be known) and folders (their YAML files); problems de-duplicated.
+    ``overrides`` apply to the experiment configs among them."""
     files, problems = [], []
     for path in paths:
         if path.is_dir():
             found = repo_yaml_files(path)
             files += found
-            problems += [p for f in found for p in check_file(f)]
+            problems += [p for f in found for p in check_file(f, overrides=overrides)]
         elif path.is_file():
             files.append(path)
-            problems += check_file(path, explicit=True)
+            problems += check_file(path, explicit=True, overrides=overrides)
         else:
             problems.append(f"{path}: no such file or folder")
     return files, list(dict.fromkeys(problems))
@@ -376,11 +365,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "paths",
         nargs="*",
-        type=Path,
-        help="YAML files or folders to check (default: every YAML of the pack's checkout)",
+        help="YAML files or folders to check (default: every YAML of the pack's checkout), then any Hydra overrides "
+        "(key=value, +key=value) for the experiment configs among them, as the run gets them",
     )
     args = parser.parse_args(argv)
-    files, problems = check_paths(args.paths or [ROOT])
+    overrides = tuple(a for a in args.paths if "=" in a)
+    paths = [Path(a) for a in args.paths if "=" not in a]
+    if overrides and not paths:
+        parser.error(f"overrides {' '.join(overrides)} need the experiment config they apply to (a file or folder)")
+    files, problems = check_paths(paths or [ROOT], overrides)
     for problem in problems:
         print(problem)
     print(f"{len(files)} YAML file(s) checked, {len(problems)} problem(s)")

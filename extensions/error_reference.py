@@ -36,7 +36,13 @@ ERRORS = (
 """The exception types a user meets for a bad config, option, sample, file or install (tools' errors are told
 to the model instead, and recorded on the trajectory)."""
 PROBLEM_LISTS = {"problems", "lines", "errors"}
-CHECKERS = {"extensions/config_check.py", "extensions/rollout/preflight.py", "extensions/engine_rules.py"}
+CHECKERS = {
+    "extensions/config_check.py",
+    "extensions/rollout/preflight.py",
+    "extensions/engine_rules.py",
+    "extensions/placement_check.py",
+    "extensions/trainer_mode_check.py",
+}
 """Modules whose functions return their problems for ``config_check`` to print, rather than raising them."""
 
 

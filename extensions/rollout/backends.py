@@ -22,8 +22,8 @@ from typing import Any, Protocol
 from omegaconf import DictConfig, open_dict
 from verl.protocol import DataProto, pad_dataproto_to_divisor, unpad_dataproto
 
-from extensions.config_check import replica_sizes
 from extensions.errors import ConfigError, LongflowError
+from extensions.placement_check import replica_sizes
 from extensions.verl_compat import accept_segment_lists, segment_list_manager
 from extensions.verl_config import build_agent_loop_worker
 
