@@ -68,20 +68,22 @@ REPEATED_MESSAGE = "Not run: this exact code already ran above; its output will 
 
 
 def refusal(episode: Episode, fence: CodeFenceSettings, code: str) -> tuple[str, str] | None:
-    """``(kind, message)`` when a closed block is not run — ``limit`` (a cap is reached) or ``repeated``
-    (the same code already ran) — else None."""
+    """``(kind, message)`` when a closed block is not run — ``repeated`` (the same code already ran; checked first,
+    so a loop past a cap is still counted as one) or ``limit`` (a cap is reached) — else None."""
+    if code.strip() in episode.code_run:
+        return "repeated", REPEATED_MESSAGE
     executed_here = sum(1 for call in episode.code_calls if call["executed"])
     if executed_here >= fence.max_calls_per_turn:
         return "limit", f"Not run: at most {fence.max_calls_per_turn} code executions per turn."
     if episode.num_executed_calls >= fence.max_calls_per_trajectory:
         return "limit", f"Not run: at most {fence.max_calls_per_trajectory} code executions per conversation."
-    if code.strip() in episode.code_run:
-        return "repeated", REPEATED_MESSAGE
     return None
 
 
 def count_refusal(episode: Episode, fence: CodeFenceSettings, kind: str) -> None:
-    """Count a ``repeated`` refusal; the ``end_after_repeats``-th ends the trajectory after this turn (``repeat_loop``)."""
+    """Count a ``repeated`` refusal; the ``end_after_repeats``-th ends the trajectory (``repeat_loop``) right after
+    the refusal: inside a turn, after its output block; for a block that ends the turn, before the tool round.
+    Repeats count over the whole trajectory, a folding loop's segments included (each fold forgets ``code_run``)."""
     if kind != "repeated":
         return
     episode.num_repeated_blocks += 1
@@ -99,7 +101,26 @@ async def run_block(episode: Episode, fence: CodeFenceSettings, code: str) -> To
         count_refusal(episode, fence, kind)
         return ToolOutcome(fence.tool, arguments, message, error=kind)
     episode.code_run.add(code.strip())
-    return await episode.tool_session.call(fence.tool, arguments, episode)
+    outcome = await episode.tool_session.call(fence.tool, arguments, episode)
+    forget_failed_calls(episode, fence, [outcome])
+    return outcome
+
+
+def forget_failed_calls(episode: Episode, fence: CodeFenceSettings, outcomes: list[ToolOutcome]) -> None:
+    """A call that failed as a call (timed out, raised) showed no output of the code: running it again is a retry,
+    not a repeat. (Code that ran and failed, a traceback or its own time limit, keeps its place in ``code_run``.)"""
+    for outcome in outcomes:
+        if outcome.name == fence.tool and outcome.error not in (None, "repeated", "limit"):
+            episode.code_run.discard(block_code(outcome.arguments, fence))
+
+
+def block_code(arguments: str, fence: CodeFenceSettings) -> str:
+    """The stripped code of a call's JSON ``arguments`` ("" when they are not a JSON object)."""
+    try:
+        parsed = json.loads(arguments)
+    except ValueError:
+        return ""
+    return str(parsed.get(fence.argument, "")).strip() if isinstance(parsed, dict) else ""
 
 
 def record_inline_call(episode: Episode, outcome: ToolOutcome, start: int) -> None:
@@ -114,11 +135,11 @@ def refuse_trailing_calls(episode: Episode, fence: CodeFenceSettings) -> None:
     """A block that ends the turn and may not run (``refusal``) becomes a message saying why."""
     calls, episode.tool_calls = episode.tool_calls, []
     for call in calls:
-        code = str(json.loads(call.arguments).get(fence.argument, ""))
+        code = block_code(call.arguments, fence)
         refused = refusal(episode, fence, code)
         if refused is None:
             episode.tool_calls.append(call)
-            episode.code_run.add(code.strip())
+            episode.code_run.add(code)
         else:
             count_refusal(episode, fence, refused[0])
             episode.parse_errors.append(refused[1])
@@ -171,7 +192,7 @@ async def fenced_reply(loop: FenceLoop, episode: Episode, sampling_params: dict[
             if inserted is None:
                 return token_ids
             token_ids, pending = token_ids + inserted, []
-            if (late := over_time(episode, loop.settings.max_trajectory_s)) is not None:
+            if episode.ending is None and (late := over_time(episode, loop.settings.max_trajectory_s)) is not None:
                 episode.ending = (Reason.TIME_BUDGET, late)
             if episode.ending is not None:  # the generating state ends the trajectory
                 return token_ids

@@ -369,8 +369,9 @@ def main(argv: list[str] | None = None) -> int:
         "(key=value, +key=value) for the experiment configs among them, as the run gets them",
     )
     args = parser.parse_args(argv)
-    overrides = tuple(a for a in args.paths if "=" in a)
-    paths = [Path(a) for a in args.paths if "=" not in a]
+    is_override = [not Path(a).exists() and ("=" in a or a.startswith("~")) for a in args.paths]  # ~key deletes
+    overrides = tuple(a for a, o in zip(args.paths, is_override, strict=True) if o)
+    paths = [Path(a) for a, o in zip(args.paths, is_override, strict=True) if not o]
     if overrides and not paths:
         parser.error(f"overrides {' '.join(overrides)} need the experiment config they apply to (a file or folder)")
     files, problems = check_paths(paths or [ROOT], overrides)

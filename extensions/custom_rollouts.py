@@ -31,7 +31,13 @@ from verl.utils.profiler import simple_timer
 from verl.utils.rollout_trace import rollout_trace_op
 
 from extensions.assistant_turn import generate_reply, masked_think_ids, parse_turn, request_params, tool_parser_for
-from extensions.code_fence_loop import code_fence_settings, end_token_ids, fenced_reply, refuse_trailing_calls
+from extensions.code_fence_loop import (
+    code_fence_settings,
+    end_token_ids,
+    fenced_reply,
+    forget_failed_calls,
+    refuse_trailing_calls,
+)
 from extensions.context_budget import append_context, cache_prefix_renders, fits, room_left
 from extensions.engine_rules import check_loop_stop_strings
 from extensions.episode import (
@@ -233,6 +239,8 @@ class LongWorkflowAgent(ToolAgentLoop):
             return self._out_of_budget(episode, "no room left for tool results; tools were not run")
         with simple_timer("tool_calls", episode.metrics):
             outcomes = await run_calls(episode.tool_session, episode.tool_calls, episode)
+        if self.fence is not None:
+            forget_failed_calls(episode, self.fence, outcomes)
         cap = self.settings.max_tool_response_tokens
         messages = result_messages(self.tokenizer, outcomes, episode.tool_calls, episode.parse_errors, cap)
         await append_context(

@@ -9,7 +9,8 @@ and any logger the user enables (W&B, tensorboard, mlflow):
     longflow/termination/<reason>           fraction of recorded rows that ended for <reason>
     longflow/<count>/mean                   assistant_turns, tool_rounds, user_turns, tool_calls,
                                             tool_errors, malformed_calls, executed_calls,
-                                            successful_calls, invented_outputs (per recorded row)
+                                            successful_calls, invented_outputs, repeated_blocks
+                                            (per recorded row)
     longflow/execution_success_rate         successful / executed calls over the batch (rows with calls)
     longflow/assistant_turns/max
     longflow/segments/mean, /max            segments per folded-or-not trajectory (folding loops; rows

@@ -35,14 +35,18 @@ def replica_sizes(rollout: Any) -> dict[str, int]:
 def check_rollout_size(cfg: Any, where: str) -> list[str]:
     """One rollout replica needs tensor x data x pipeline parallel GPUs; verl's validate_config does not check
     that the trainer has them (verl's default tensor_model_parallel_size is 2: on one GPU no server starts)."""
-    sizes = replica_sizes(cfg.actor_rollout_ref.rollout)
-    need, gpus = math.prod(sizes.values()), int(cfg.trainer.n_gpus_per_node) * int(cfg.trainer.nnodes)
+    rollout = cfg.actor_rollout_ref.rollout
+    sizes, pool = replica_sizes(rollout), "trainer"
+    if ((cfg.trainer.get("v1") or {}).get("trainer_mode")) == "separate_async":
+        pool = "actor_rollout_ref.rollout"  # the replicas run on the rollout's own GPUs
+    owner = rollout if pool != "trainer" else cfg.trainer
+    need, gpus = math.prod(sizes.values()), int(owner.get("n_gpus_per_node") or 0) * int(owner.get("nnodes") or 0)
     if gpus < 1 or gpus % need == 0:
         return []
     detail = " x ".join(f"actor_rollout_ref.rollout.{k}={v}" for k, v in sizes.items())
     return [
-        f"{where}: one rollout replica needs {detail} = {need} GPUs, which does not divide trainer.n_gpus_per_node "
-        f"x trainer.nnodes = {gpus}; set actor_rollout_ref.rollout.tensor_model_parallel_size=1 on one GPU"
+        f"{where}: one rollout replica needs {detail} = {need} GPUs, which does not divide {pool}.n_gpus_per_node "
+        f"x {pool}.nnodes = {gpus}; set actor_rollout_ref.rollout.tensor_model_parallel_size=1 on one GPU"
     ]
 
 
@@ -104,10 +108,13 @@ def _load(file: Path) -> Any:
 
 
 def _strings(data: Any, key: str) -> Iterator[tuple[str, str]]:
-    """``(dotted key, value)`` of every string in nested dicts and lists (``tools[0].config.url``)."""
+    """``(dotted key, value)`` of every string in nested dicts and lists (``tools[0].config.url``); a mapping with
+    ``disabled: true`` (an MCP server switched off) is left out."""
     if isinstance(data, str):
         yield key, data
     elif isinstance(data, Mapping):
+        if data.get("disabled") is True:
+            return
         for k, v in data.items():
             yield from _strings(v, f"{key}.{k}" if key else str(k))
     elif isinstance(data, list):
@@ -116,14 +123,18 @@ def _strings(data: Any, key: str) -> Iterator[tuple[str, str]]:
 
 
 def _is_loopback_url(value: str) -> bool:
-    parts = urlsplit(value.strip())
-    if parts.scheme not in {"http", "https", "ws", "wss"}:
+    """A URL of any scheme (``http://``, ``grpc://``, ...) whose host is this machine's loopback or unspecified
+    address. A malformed URL is not one (the file's own check reports it)."""
+    try:
+        parts = urlsplit(value.strip())
+        host = (parts.hostname or "").rstrip(".") if parts.scheme and parts.netloc else ""
+    except ValueError:
         return False
-    host = parts.hostname or ""
     if host == "localhost" or host.endswith(".localhost"):
         return True
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
         return False
-    return address.is_loopback or address.is_unspecified
+    mapped = getattr(address, "ipv4_mapped", None)  # ::ffff:127.0.0.1
+    return any(a is not None and (a.is_loopback or a.is_unspecified) for a in (address, mapped))

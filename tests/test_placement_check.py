@@ -9,7 +9,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from extensions import config_check
-from extensions.placement_check import loopback_endpoints, node_span
+from extensions.placement_check import check_rollout_size, loopback_endpoints, node_span
 
 ASK_USER = "experiments/gsm8k_ask_user/config.yaml"
 OPENAI_LOOPS = (
@@ -64,18 +64,47 @@ def test_mcp_servers_files_are_read_and_only_loopback_hosts_count(tmp_path: Path
     servers = tmp_path / "servers.json"
     servers.write_text(
         '{"mcpServers": {"a": {"url": "http://localhost:8765/mcp"}, "b": {"url": "http://10.0.0.5:8765/mcp"},'
-        ' "c": {"url": "https://[::1]/mcp"}, "d": {"url": "http://0.0.0.0:9/mcp"}, "e": {"command": "python"}}}'
+        ' "c": {"url": "https://[::1]/mcp"}, "d": {"url": "http://0.0.0.0:9/mcp"}, "e": {"command": "python"},'
+        ' "f": {"url": "grpc://localhost.:50051"}, "g": {"url": "http://[::ffff:127.0.0.1]:80/"},'
+        ' "h": {"url": "http://[::1/mcp"}, "i": {"url": "http://127.0.0.1:1/", "disabled": true}}}'
     )
     tools = tmp_path / "tools.yaml"
     tools.write_text(
         "tools:\n"
         "  - class_name: x.Y\n"
-        f"    config: {{mcp_servers_config_path: {servers}, endpoint: 'ftp://127.0.0.1/', url: 'http://127.0.0.2:1/'}}\n"
+        f"    config: {{mcp_servers_config_path: {servers}, note: 'served on 127.0.0.1:8000', url: 'http://127.0.0.2:1/'}}\n"
     )
     found = list(loopback_endpoints(tools, lambda p: Path(p) if Path(p).is_file() else None))
     assert found == [
         (servers, "mcpServers.a.url", "http://localhost:8765/mcp"),
         (servers, "mcpServers.c.url", "https://[::1]/mcp"),
         (servers, "mcpServers.d.url", "http://0.0.0.0:9/mcp"),
+        (servers, "mcpServers.f.url", "grpc://localhost.:50051"),
+        (servers, "mcpServers.g.url", "http://[::ffff:127.0.0.1]:80/"),
         (tools, "tools[0].config.url", "http://127.0.0.2:1/"),
     ]
+
+
+def test_a_path_with_an_equals_sign_is_a_path(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    odd = tmp_path / "lr=1e-6" / "notes.yaml"
+    odd.parent.mkdir()
+    odd.write_text("a: 1\n")
+    assert config_check.main([str(odd)]) == 1
+    assert capsys.readouterr().out.startswith(f"{odd}: not a config this checker knows")
+
+
+def test_separate_async_replicas_are_sized_against_the_rollout_gpus():
+    cfg = OmegaConf.create(
+        {
+            "trainer": {"nnodes": 1, "n_gpus_per_node": 2, "v1": {"trainer_mode": "separate_async"}},
+            "actor_rollout_ref": {"rollout": {"nnodes": 1, "n_gpus_per_node": 3, "tensor_model_parallel_size": 2}},
+        }
+    )
+    assert check_rollout_size(cfg, "x") == [
+        "x: one rollout replica needs actor_rollout_ref.rollout.tensor_model_parallel_size=2 x "
+        "actor_rollout_ref.rollout.data_parallel_size=1 x actor_rollout_ref.rollout.pipeline_model_parallel_size=1 = 2 "
+        "GPUs, which does not divide actor_rollout_ref.rollout.n_gpus_per_node x actor_rollout_ref.rollout.nnodes = 3; "
+        "set actor_rollout_ref.rollout.tensor_model_parallel_size=1 on one GPU"
+    ]
+    cfg.trainer.v1.trainer_mode = "sync"  # colocated: the trainer's 2 GPUs hold one replica
+    assert check_rollout_size(cfg, "x") == []

@@ -81,3 +81,26 @@ def test_the_bound_must_be_at_least_one():
     assert str(error.value) == (
         "agent loop 'rb_bad': key 'code_fence.end_after_repeats': Input should be greater than or equal to 1 (got 0)"
     )
+
+
+async def test_a_repeat_past_a_cap_is_still_a_repeat(fence_worker):
+    """Caps are checked after repeats: a loop that reached max_calls_per_turn is counted and ended all the same."""
+    settings = {"end_after_repeats": 1, "max_calls_per_turn": 1}
+    loop = register_loop("rb_cap", tool_parser="code_fence", code_fence=settings, **NO_USER)
+    row = Row(await run_batch(fence_worker, {"RB-cap": [BLOCK, BLOCK, "#### 42"]}, [sample("RB-cap", loop)]), 0)
+    calls = row.extras["turns"][0]["code_calls"]
+    assert [(c["error"], c["result"]) for c in calls] == [(None, "42"), ("repeated", REPEATED)]
+    assert (row.reason, row.extras["num_repeated_blocks"]) == ("repeat_loop", 1)
+
+
+async def test_code_whose_call_timed_out_may_run_again(fence_worker):
+    """A call that timed out showed no output of the code: the same block again is a retry, not a repeat."""
+    slow = "```python\nimport time\ntime.sleep(3)\nprint(1)\n```\n"
+    loop = register_loop(
+        "rb_retry", tool_parser="code_fence", code_fence={"end_after_repeats": 1}, tool_timeout_s=0.5, **NO_USER
+    )
+    row = Row(await run_batch(fence_worker, {"RB-retry": [slow, slow, "#### 1"]}, [sample("RB-retry", loop)]), 0)
+    calls = row.extras["turns"][0]["code_calls"]
+    timed_out = "Tool 'python_exec' timed out after 0.5 s and was cancelled."
+    assert [(c["error"], c["result"]) for c in calls] == [("timeout", timed_out), ("timeout", timed_out)]
+    assert (row.reason, row.extras["num_repeated_blocks"]) == ("final_answer", 0)

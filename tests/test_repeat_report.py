@@ -63,10 +63,18 @@ def test_the_committed_tools_run_at_step_40(capsys: pytest.CaptureFixture[str]):
     assert report.main([str(COMMITTED), "--bounds", "2"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[-1] == "| tools_s2 | 40 | 2 | 64 of 1319 | 0 | 54,557 of 329,389 (16.6 %) | 80 -> 16 |"
-    assert out[-2] == "| tools_s2 | 0 | 2 | 7 of 1319 | 0 | 3,438 of 404,116 (0.9 %) | 23 -> 19 |"
+    assert out[-2] == "| tools_s2 | 0 | 2 | 7 of 1319 | 0 | 3,527 of 404,116 (0.9 %) | 23 -> 19 |"
 
 
 def test_a_bound_below_one_is_refused(capsys: pytest.CaptureFixture[str]):
     with pytest.raises(SystemExit):
         report.main([str(COMMITTED), "--bounds", "0"])
     assert "--bounds: end_after_repeats is at least 1, got [0]" in capsys.readouterr().err
+
+
+def test_a_refused_block_that_ended_its_turn_is_cut_before_the_tool_message():
+    turn = BLOCK + RAN + "Once more:\n" + BLOCK.rstrip("\n")
+    text = turn + f"\nuser\n<tool_response>\n{REPEATED_MESSAGE}\n</tool_response>\nassistant\n#### 1"
+    assert report.cut_at(text, 1) == len(turn) + 1  # the turn's tokens stay; the tool message and after go
+    unclosed = "x " + REPEATED_MESSAGE + " and no fence after it"
+    assert report.cut_at(unclosed, 1) == len(unclosed)

@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT))  # the checkout's extensions/ (also from a worktre
 from extensions.code_fence_loop import REPEATED_MESSAGE  # noqa: E402
 
 FENCE = "```"
+OUTPUT_FENCE = "```output"
+TOOL_RESPONSE = "user\n<tool_response>"  # a tool message in the decoded text (Qwen's template, roles as words)
 
 
 class Cut(NamedTuple):
@@ -45,13 +47,20 @@ class Cut(NamedTuple):
 
 
 def cut_at(output: str, bound: int) -> int | None:
-    """Characters of ``output`` kept when it ends after its ``bound``-th refused repeat; None if it has fewer."""
+    """Characters of ``output`` kept when it ends after its ``bound``-th refused repeat; None if it has fewer.
+
+    A refusal inside a turn is an output block: the loop ends after it. A block that ended its turn was refused in
+    a tool message (``user\n<tool_response>\nNot run: ...``): the loop ends with the turn, before that message."""
     position = -1
     for _ in range(bound):
         position = output.find(REPEATED_MESSAGE, position + 1)
         if position < 0:
             return None
-    return output.index(FENCE, position) + len(FENCE)  # the end of the refusal's output block
+    tool_message = output.rfind(TOOL_RESPONSE, 0, position)
+    if tool_message > output.rfind(OUTPUT_FENCE, 0, position):
+        return tool_message
+    end = output.find(FENCE, position)
+    return len(output) if end < 0 else end + len(FENCE)  # the end of the refusal's output block
 
 
 def read_dumps(run_dir: Path) -> dict[int, list[dict]]:

@@ -126,8 +126,9 @@ class TrajectoryRecord(BaseModel):
     logprobs: list[float] | None = None
     """Rollout log-probs per response token (0 for context tokens)."""
     termination_reason: str
-    """final_answer, interaction_done, max_assistant_turns, max_tool_rounds, max_user_turns,
-    response_budget, prompt_too_long, max_segments or error."""
+    """One of ``records_schema.TERMINATION_REASONS``: final_answer, interaction_done, max_assistant_turns,
+    max_tool_rounds, max_user_turns, response_budget, prompt_too_long, time_budget, repeat_loop, max_segments,
+    folded (a segment's, not the trajectory's) or error."""
     error: str | None = None
     """The error or detail behind the termination reason."""
     turn_scores: list[float] = Field(default_factory=list)

@@ -40,6 +40,8 @@ BADGES = {
     "interaction_done": "ok",
     "response_budget": "budget",
     "prompt_too_long": "budget",
+    "time_budget": "budget",
+    "repeat_loop": "limit",
     "error": "err",
 }
 """Badge colour per termination reason; ``max_*`` reasons are ``limit``, unknown ones ``other``."""

@@ -10,7 +10,8 @@
 #   D, side by side (not run yet): GPUs 0-1 colocate_async on 2 GPUs, GPUs 2-3 sync on 2 GPUs.
 #   E (not run yet): colocate_async on all 4 GPUs.
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh               # install, then waves A and B
-#   WAVES="C D E" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
+#   WAVES="C E D" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
+#     (install ~5 min, C ~10, E ~7, D ~8: C and E fit a 30-minute machine, D only if time is left)
 #   OUT=$OUT bash scripts/gpu/scale_hold.sh status [SECONDS]       # progress, each run's weight-sync socket (two runs
 #                                                                  # must show different ones); $OUT gets each .tgz
 # Needs outputs/data/gsm8k_learn (experiments/gsm8k_learn/prepare_data.sh) in the working tree.
