@@ -1,12 +1,17 @@
 """Held-out accuracy of training runs from verl's validation dumps, with paired differences.
 
     python scripts/val_compare.py docs/results/turn-credit-ab-h100 grpo_s1 grpo_s2 turn_grpo_s2
+    python scripts/val_compare.py docs/results/long-tail-scaling-h200x4 sync=sync_x1,sync_x1_s2 colo=colo_x1,colo_x1_s2
 
 Reads ``RESULTS/RUN/val/<step>.jsonl`` (``trainer.validation_data_dir``; or the same files inside
 ``RESULTS/RUN/val.tar.gz``) and prints, per run and validation step, the problems, accuracy, its standard
 error, executed calls per trajectory and the fraction that ran out of budget; then, for every pair of
 runs, the paired difference of their last validations on the problems both saw (by prompt text), with
 its standard error (std of the per-problem differences / sqrt(n)). Writes ``RESULTS/val_summary.csv``.
+
+Two arms given as ``NAME=RUN,RUN,...`` (the same number of runs, one a seed, paired in the order given) add the
+arms' difference: per seed, and over seeds, where each problem's difference is the mean over seeds of its per-seed
+differences (problems every run validated), so the standard error is paired across arms and seeds alike.
 """
 
 from __future__ import annotations
@@ -49,7 +54,33 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / n)
 
 
-def main(results: Path, names: list[str]) -> None:
+def arm_difference(runs: dict[str, dict[int, dict[str, dict]]], arms: dict[str, list[str]]) -> list[str]:
+    """Lines of the two arms' paired difference of their last validations: per seed, then over seeds."""
+    (a, a_runs), (b, b_runs) = arms.items()
+    last = {name: steps[max(steps)] for name, steps in runs.items()}
+    common = sorted(set.intersection(*(set(last[name]) for name in a_runs + b_runs)))
+    lines, per_problem = [f"{a} - {b}, last validations, seeds paired in the order given:"], []
+    for seed, (ra, rb) in enumerate(zip(a_runs, b_runs, strict=True), start=1):
+        diffs = [float(last[ra][k]["acc"]) - float(last[rb][k]["acc"]) for k in common]
+        per_problem.append(diffs)
+        diff, se = mean_se(diffs)
+        lines.append(f"  seed {seed}: {ra} - {rb}: {diff:+.4f} (s.e. {se:.4f}, n {len(common)})")
+    diff, se = mean_se([sum(d) / len(d) for d in zip(*per_problem, strict=True)])
+    lines.append(f"  mean over {len(a_runs)} seed(s): {diff:+.4f} (s.e. {se:.4f}, n {len(common)})")
+    return lines
+
+
+def parse_arms(args: list[str]) -> tuple[list[str], dict[str, list[str]]]:
+    """Run names and ``NAME=RUN,RUN`` arms (none, or two with as many runs each) from the command line."""
+    arms = {arg.split("=", 1)[0]: arg.split("=", 1)[1].split(",") for arg in args if "=" in arg}
+    if arms and (len(arms) != 2 or len({len(r) for r in arms.values()}) != 1):
+        raise SystemExit(f"arms: give two, with as many runs each (one a seed), as NAME=RUN,RUN; got {arms}")
+    names = [arg for arg in args if "=" not in arg]
+    return list(dict.fromkeys(names + [run for runs in arms.values() for run in runs])), arms
+
+
+def main(results: Path, args: list[str]) -> None:
+    names, arms = parse_arms(args)
     runs = {name: load(results / name) for name in names}
     table = []
     print(f"{'run':<16}{'step':>5}{'n':>6}{'acc':>8}{'s.e.':>7}{'exec/traj':>10}{'budget':>8}")
@@ -69,6 +100,8 @@ def main(results: Path, names: list[str]) -> None:
             continue
         diff, se = mean_se([float(last_a[k]["acc"]) - float(last_b[k]["acc"]) for k in common])
         print(f"{a} (step {max(runs[a])}) - {b} (step {max(runs[b])}): {diff:+.4f} (s.e. {se:.4f}, n {len(common)})")
+    if arms:
+        print("\n" + "\n".join(arm_difference(runs, arms)))
     with (results / "val_summary.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(table[0]))
         writer.writeheader()

@@ -24,3 +24,25 @@ def test_repeated_prompts_are_refused(tmp_path: Path) -> None:
         f"{tmp_path / 'run'}: step 3's validation dump has 1 repeated prompt(s); rows cannot be paired "
         "(a validation set with the same prompts twice, such as VAL_ALSO's?)"
     )
+
+
+def test_two_arms_with_two_seeds_are_paired_across_arms_and_seeds(tmp_path: Path, capsys) -> None:
+    vc = load_script("val_compare")
+    accs = {"a1": [1, 1, 0], "b1": [0, 1, 0], "a2": [1, 0, 1], "b2": [1, 0, 0]}
+    for run, acc in accs.items():
+        (tmp_path / run / "val").mkdir(parents=True)
+        rows = [{"input": f"q{i}", "gts": "1", "acc": float(a)} for i, a in enumerate(acc)]
+        (tmp_path / run / "val" / "10.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    vc.main(tmp_path, ["a=a1,a2", "b=b1,b2"])
+    out = capsys.readouterr().out.split("\n\n")[-1].splitlines()
+    assert out == [
+        "a - b, last validations, seeds paired in the order given:",
+        "  seed 1: a1 - b1: +0.3333 (s.e. 0.3333, n 3)",  # differences 1, 0, 0
+        "  seed 2: a2 - b2: +0.3333 (s.e. 0.3333, n 3)",  # 0, 0, 1
+        "  mean over 2 seed(s): +0.3333 (s.e. 0.1667, n 3)",  # per problem 0.5, 0, 0.5
+    ]
+    with pytest.raises(SystemExit) as error:
+        vc.main(tmp_path, ["a=a1,a2", "b=b1"])
+    assert str(error.value) == (
+        "arms: give two, with as many runs each (one a seed), as NAME=RUN,RUN; got {'a': ['a1', 'a2'], 'b': ['b1']}"
+    )

@@ -11,7 +11,8 @@
 #   E (not run yet): colocate_async on all 4 GPUs.
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh               # install, then waves A and B
 #   WAVES="C E D" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
-#     (install ~5 min, C ~10, E ~7, D ~8: C and E fit a 30-minute machine, D only if time is left)
+#     (install ~5 min, C ~10, E ~7, D ~8: C and E fit a 30-minute machine, D only if time is left); then, with
+#     C's runs copied beside A's: python scripts/val_compare.py RESULTS sync=sync_x1,sync_x1_s2 colo=colo_x1,colo_x1_s2
 #   OUT=$OUT bash scripts/gpu/scale_hold.sh status [SECONDS]       # progress, each run's weight-sync socket (two runs
 #                                                                  # must show different ones); $OUT gets each .tgz
 # Needs outputs/data/gsm8k_learn (experiments/gsm8k_learn/prepare_data.sh) in the working tree.
