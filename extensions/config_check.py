@@ -181,10 +181,11 @@ def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> lis
         max_error_rate(cfg.algorithm)
     except ConfigError as exc:
         problems.append(f"{where}: {exc}")
+    entries = agent_loop_entries(cfg)
     if training:
         problems += check_rollout_size(cfg, where) + check_trainer_mode(cfg, where)
-        problems += check_nodes(cfg, where, agent_loop_entries(cfg), resolve)
-    problems += composed_stop_string_problems(cfg, agent_loop_entries(cfg), where, resolve)
+        problems += check_nodes(cfg, where, entries, resolve)
+    problems += composed_stop_string_problems(cfg, entries, where, resolve)
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
 
 

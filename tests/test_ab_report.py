@@ -4,16 +4,14 @@ and the recorded figures of the committed one-seed result (docs/results/gsm8k-to
 from __future__ import annotations
 
 import csv
-import io
 import json
 import os
 import re
-import tarfile
 from pathlib import Path
 
 import pytest
 
-from tests.scripts import ROOT, load_script
+from tests.scripts import ROOT, load_script, write_val_dumps
 
 GSM8K_DIR = Path(os.environ.get("LONGFLOW_GSM8K_DIR", ROOT.parent / "shared" / "data" / "gsm8k"))
 pytestmark = pytest.mark.skipif(
@@ -101,12 +99,7 @@ def write_run(results: Path, name: str, dumps: dict[int, list[dict]] | None, com
     (run / "command.txt").write_text(f"python3 -m verl.trainer.main_ppo {command}\n")
     (run / "rc").write_text("0\n")
     if dumps is not None:
-        with tarfile.open(run / "val.tar.gz", "w:gz") as tar:
-            for step, rows in dumps.items():
-                data = "".join(json.dumps(r) + "\n" for r in rows).encode()
-                info = tarfile.TarInfo(f"val/{step}.jsonl")
-                info.size = len(data)
-                tar.addfile(info, io.BytesIO(data))
+        write_val_dumps(run, dumps)
     return run
 
 

@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import io
-import json
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from extensions.code_fence import output_block
 from extensions.code_fence_loop import REPEATED_MESSAGE
-from tests.scripts import ROOT, load_script
+from tests.scripts import ROOT, load_script, write_val_dumps
 
 report = load_script("repeat_report", under="experiments/gsm8k_learn")
 BLOCK = "```python\nprint(1)\n```\n"
 RAN, REFUSED = output_block("1", after=BLOCK), output_block(REPEATED_MESSAGE, after=BLOCK)
 COMMITTED = ROOT / "docs" / "results" / "gsm8k-tools-ab-2seed-h200x4" / "tools_s2"
-
-
-def write_run(path: Path, steps: dict[int, list[dict]]) -> Path:
-    path.mkdir()
-    with tarfile.open(path / "val.tar.gz", "w:gz") as tar:
-        for step, rows in steps.items():
-            data = "".join(json.dumps(row) + "\n" for row in rows).encode()
-            info = tarfile.TarInfo(f"val/{step}.jsonl")
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return path
 
 
 def test_cut_at_ends_after_the_refusal_block():
@@ -40,13 +26,19 @@ def test_cut_at_ends_after_the_refusal_block():
 
 def test_a_synthetic_run(tmp_path: Path):
     looping = BLOCK + RAN + BLOCK + REFUSED + BLOCK + REFUSED + "x " * 40
-    rows = [
-        {"output": looping, "acc": 0.0, "is_response_budget": 1.0},
-        {"output": BLOCK + RAN + BLOCK + REFUSED + "#### 1", "acc": 1.0, "is_response_budget": 0.0},
-        {"output": "x " * 50, "acc": 0.0, "is_response_budget": 1.0},
-        {"output": "#### 2", "acc": 1.0, "is_response_budget": 0.0},
+    rows = [  # as verl dumps them: the prompt and the ground truth beside the output and the reward's keys
+        {"input": "q0", "gts": "1", "output": looping, "acc": 0.0, "is_response_budget": 1.0},
+        {
+            "input": "q1",
+            "gts": "1",
+            "output": BLOCK + RAN + BLOCK + REFUSED + "#### 1",
+            "acc": 1.0,
+            "is_response_budget": 0.0,
+        },
+        {"input": "q2", "gts": "1", "output": "x " * 50, "acc": 0.0, "is_response_budget": 1.0},
+        {"input": "q3", "gts": "1", "output": "#### 2", "acc": 1.0, "is_response_budget": 0.0},
     ]
-    run = write_run(tmp_path / "tools_s1", {40: rows})
+    run = write_val_dumps(tmp_path / "tools_s1", {40: rows})
     one, two = report.cuts(run, [1, 2], list)  # one token a character
     total = sum(len(row["output"]) for row in rows)
     tail = len("\n" + "x " * 40)  # after the second refusal's closing fence

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import gzip
-import io
 import json
 import lzma
-import tarfile
 from pathlib import Path
 
 from experiments.rescore.rescore import main
+from tests.scripts import write_val_dumps
 
 TERMS = ("error", "final_answer", "max_segments", "response_budget")
 
@@ -57,12 +56,7 @@ def test_rescoring_every_kind_of_dump(tmp_path: Path) -> None:
         val_row("g_0_0", "total = 5\ncost = 5 *", "5", 1.0, "response_budget"),
         val_row("h_0_0", "So 9 apples.\n#### 9", "9", 1.0),
     ]
-    data = "".join(json.dumps(row) + "\n" for row in gsm8k).encode()
-    (results / "gsm8k-ab" / "tools").mkdir(parents=True)
-    with tarfile.open(results / "gsm8k-ab" / "tools" / "val.tar.gz", "w:gz") as tar:
-        info = tarfile.TarInfo("val/40.jsonl")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+    write_val_dumps(results / "gsm8k-ab" / "tools", {40: gsm8k})
     # a rollout CLI file: a submit_answer call, a reply with its answer in inline code
     records = [
         record(

@@ -15,9 +15,8 @@ so while one such reply is left the bound saves tokens but not the step's genera
 from __future__ import annotations
 
 import argparse
-import json
+import importlib.util
 import sys
-import tarfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,6 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # the checkout's extensions/ (also from a worktree)
 
 from extensions.code_fence_loop import REPEATED_MESSAGE  # noqa: E402
+
+_SPEC = importlib.util.spec_from_file_location("val_compare", ROOT / "scripts" / "val_compare.py")
+val_compare = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(val_compare)
 
 FENCE = "```"
 OUTPUT_FENCE = "```output"
@@ -64,16 +67,11 @@ def cut_at(output: str, bound: int) -> int | None:
 
 
 def read_dumps(run_dir: Path) -> dict[int, list[dict]]:
-    """``{step: rows}`` of ``run_dir/val.tar.gz``."""
-    dumps = {}
-    with tarfile.open(run_dir / "val.tar.gz") as tar:
-        for member in tar.getmembers():
-            if member.isfile() and member.name.endswith(".jsonl"):
-                text = tar.extractfile(member).read().decode()
-                dumps[int(Path(member.name).stem)] = [json.loads(line) for line in text.splitlines() if line]
+    """``{step: rows}`` of ``run_dir``'s validation dumps (``scripts/val_compare.py``'s reader)."""
+    dumps = val_compare.load(run_dir)
     if not dumps:
         raise SystemExit(f"{run_dir / 'val.tar.gz'}: no val/<step>.jsonl in it")
-    return dict(sorted(dumps.items()))
+    return {step: list(rows.values()) for step, rows in sorted(dumps.items())}
 
 
 def cuts(run_dir: Path, bounds: list[int], encode) -> list[Cut]:

@@ -23,14 +23,9 @@ status)
 run) ;;
 *) echo "usage: bash scripts/gpu/ab_hold.sh [run | status [SECONDS]]" >&2; exit 2 ;;
 esac
-if [ -z "${AB_HOLD_COPY:-}" ]; then  # run from a copy: a later device call replaces the tree under this script
-  rm -rf /tmp/ab-src && mkdir -p /tmp/ab-src
-  tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C /tmp/ab-src
-  cd /tmp/ab-src && AB_HOLD_COPY=1 exec bash scripts/gpu/ab_hold.sh run
-fi
-gpus=$(nvidia-smi -L | wc -l)
-[ "$gpus" -ge 4 ] || { echo "error: $gpus GPU(s) here; this hold needs 4" >&2; exit 2; }
-LONGFLOW_STEPS=wheels,check,model bash scripts/gpu/install_on_gpu.sh
+source scripts/gpu/hold_start.sh
+hold_run_from_copy ab scripts/gpu/ab_hold.sh run
+hold_install 4
 arm() {  # NAME VARIANT GPU SEED
   CUDA_VISIBLE_DEVICES=$3 VARIANT=$2 bash scripts/gpu/train_bg.sh "$1" "trainer.total_training_steps=$STEPS" \
     "trainer.test_freq=$STEPS" trainer.val_before_train=true "data.seed=$4" "actor_rollout_ref.rollout.seed=$((41 + $4))" \

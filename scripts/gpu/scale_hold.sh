@@ -46,14 +46,9 @@ status)
 run) ;;
 *) echo "usage: [WAVES=...] bash scripts/gpu/scale_hold.sh [run | status [SECONDS]]" >&2; exit 2 ;;
 esac
-if [ -z "${SCALE_HOLD_COPY:-}" ]; then  # run from a copy: a later device call replaces the tree under this script
-  rm -rf /tmp/scale-src && mkdir -p /tmp/scale-src
-  tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C /tmp/scale-src
-  cd /tmp/scale-src && SCALE_HOLD_COPY=1 exec bash scripts/gpu/scale_hold.sh run
-fi
-gpus=$(nvidia-smi -L | wc -l)
-[ "$gpus" -ge 4 ] || { echo "error: $gpus GPU(s) here; this hold needs 4" >&2; exit 2; }
-LONGFLOW_STEPS=wheels,check,model bash scripts/gpu/install_on_gpu.sh
+source scripts/gpu/hold_start.sh
+hold_run_from_copy scale scripts/gpu/scale_hold.sh run
+hold_install 4
 common=(algorithm.adv_estimator=turn_grpo "trainer.total_training_steps=$STEPS" trainer.val_before_train=false
   +ray_kwargs.ray_init.include_dashboard=false)
 train() {  # NAME GPUS [overrides]: a run in the background on those GPUs, reading its own snapshot's files
