@@ -86,3 +86,23 @@ def test_medians_speedups_and_the_validated_steps_lag(tmp_path: Path) -> None:
     assert (tmp_path / "summary.md").read_text().startswith("| run | GPUs | mode |")
     assert report.main([str(tmp_path), "one", "--no-plots"]) == 0  # a run after the fix keeps every step's lag
     assert [r["take_lag_s"] for r in csv.DictReader((tmp_path / "steps.csv").read_text().splitlines())][-1] == "70.0"
+
+
+def test_weak_scaling_within_a_mode_and_the_plots(tmp_path: Path) -> None:
+    write_run(tmp_path, "sync1", "+gpus=x1 +mode=sync", [step(60, 10, 9.9, 0.05, 100), step(16, 12, 11.9, 0.06, 1000)])
+    write_run(tmp_path, "colo1", "+gpus=x1 +mode=colocate_async", [step(30, 5, 9, 0.05, 100), step(8, 4, 9, 0.1, 2000)])
+    write_run(
+        tmp_path, "colo1b", "+gpus=x1 +mode=colocate_async", [step(30, 5, 9, 0.05, 99), step(10, 4, 9, 0.1, 1600)]
+    )
+    write_run(tmp_path, "colo4", "+gpus=x4 +mode=colocate_async", [step(40, 5, 9, 0.05, 99), step(9, 5, 9, 0.1, 1800)])
+    write_run(tmp_path, "sep", "+gpus=x1 +mode=separate_async", [step(20, 3, 9, 0.05, 99), step(6, 3, 8, 0.1, 1500)])
+    assert report.main([str(tmp_path), "sync1", "colo1", "colo1b", "colo4", "sep"]) == 0
+    summary = {r["run"]: r for r in csv.DictReader((tmp_path / "summary.csv").read_text().splitlines())}
+    colo_one = (128 / 8 + 128 / 10) / 2  # the mean of the mode's two 1-GPU runs
+    assert float(summary["colo4"]["speedup_vs_mode_1gpu"]) == pytest.approx((512 / 9) / colo_one)
+    assert float(summary["colo1"]["speedup_vs_sync_1gpu"]) == pytest.approx((128 / 8) / (128 / 16))
+    assert summary["sep"]["gpus"] == "2" and summary["sep"]["speedup_vs_mode_1gpu"] == ""  # no 1-GPU separate run
+    table = (tmp_path / "summary.md").read_text().splitlines()
+    assert table[-1].split(" | ")[11:13] == ["2.67", "-"]  # sep: x sync 1 GPU, x mode 1 GPU
+    for png in ("phases.png", "throughput.png"):
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

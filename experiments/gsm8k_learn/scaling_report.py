@@ -8,7 +8,8 @@ from its overrides). Writes ``RESULTS/steps.csv`` (every run's steps), ``RESULTS
 ``RESULTS/phases.png`` (each run's median step split into its phases) and ``RESULTS/throughput.png``
 (trajectories per second, and step times). Throughput is the trajectories (prompts x rollout.n a step) of the
 steps summed, over their ``timing_s/step`` summed; tokens a second are verl's ``perf/throughput`` (per GPU) times
-the GPUs, weighted the same way. The other columns are medians.
+the GPUs, weighted the same way. The other columns are medians. ``x sync 1 GPU`` is over the first 1-GPU sync run
+named; ``x mode 1 GPU`` over the mean of the run's own mode's 1-GPU runs (weak scaling within a mode; ``-`` if none).
 ``--drop-validated-lag``: in runs from before commit ec9275b the hook timed a validation's sample, not the step's,
 so a step that validated (every ``trainer.test_freq``-th, and the last) gets no ``take_lag_s``.
 GPUs are the trainer's (``trainer.n_gpus_per_node x trainer.nnodes``) plus, for ``separate_async``, the rollout's.
@@ -117,6 +118,9 @@ def summarise(runs: dict[str, list[dict[str, object]]], first: int) -> list[dict
     base = next((s for s in summary if s["gpus"] == 1 and s["mode"] == "sync"), None)
     for entry in summary:
         entry["speedup_vs_sync_1gpu"] = entry["trajectories_per_s"] / base["trajectories_per_s"] if base else None
+        # weak scaling within a mode: over the mean of that mode's 1-GPU runs (seeds), where it has any
+        ones = [s["trajectories_per_s"] for s in summary if s["mode"] == entry["mode"] and s["gpus"] == 1]
+        entry["speedup_vs_mode_1gpu"] = entry["trajectories_per_s"] / statistics.mean(ones) if ones else None
     return summary
 
 
@@ -127,16 +131,20 @@ def write_csv(path: Path, rows: list[dict[str, object]]) -> None:
         writer.writerows(rows)
 
 
+def ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def markdown(summary: list[dict[str, object]]) -> str:
     head = (
         "| run | GPUs | mode | prompts x 8 | steps | step s | gen s | real gen (span) s | take lag s | update s "
-        "| traj/s | x sync 1 GPU | tokens/s | tokens/s/GPU | actor mem GB |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| traj/s | x sync 1 GPU | x mode 1 GPU | tokens/s | tokens/s/GPU | actor mem GB |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = [
         f"| {s['run']} | {s['gpus']} | {s['mode']} | {s['prompts']} | {s['steps']} | {s['step_s']:.1f} | {s['gen_s']:.1f} "
         f"| {s['span_s']:.1f} | {s['take_lag_s']:.3f} | {s['update_actor_s']:.1f} | {s['trajectories_per_s']:.2f} "
-        f"| {s['speedup_vs_sync_1gpu']:.2f} | {s['tokens_per_s']:,.0f} | {s['tokens_per_s_per_gpu']:,.0f} "
+        f"| {s['speedup_vs_sync_1gpu']:.2f} | {ratio(s['speedup_vs_mode_1gpu'])} | {s['tokens_per_s']:,.0f} | {s['tokens_per_s_per_gpu']:,.0f} "
         f"| {s['max_memory_allocated_gb']:.1f} |"
         for s in summary
     ]
@@ -159,6 +167,7 @@ def plot(results: Path, summary: list[dict[str, object]], runs: dict[str, list[d
     other = [max(s["step_s"] - b, 0.0) for s, b in zip(summary, bottom, strict=True)]
     ax.bar(names, other, bottom=bottom, label="other", color="lightgrey")
     ax.set_ylabel("median seconds a step")
+    ax.tick_params(axis="x", labelrotation=30)
     ax.set_title("Step time and its phases (long-tail tools)")
     ax.legend(fontsize=8)
     fig.tight_layout()
@@ -166,15 +175,22 @@ def plot(results: Path, summary: list[dict[str, object]], runs: dict[str, list[d
     plt.close(fig)
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    sync = sorted((s for s in summary if s["mode"] == "sync"), key=lambda s: s["gpus"])
-    gpus = [s["gpus"] for s in sync]
-    left.plot(gpus, [s["trajectories_per_s"] for s in sync], "o-", label="sync, weak scaling")
-    left.plot(gpus, [sync[0]["trajectories_per_s"] * g for g in gpus], "k--", label="linear")
-    for s in summary:
-        if s["mode"] != "sync":
-            left.plot([s["gpus"]], [s["trajectories_per_s"]], "s", label=s["mode"])
+    colours = {}
+    for mode in dict.fromkeys(s["mode"] for s in summary):  # each mode: its runs, a line through each GPU count's mean
+        mine = [s for s in summary if s["mode"] == mode]
+        by_gpus = {
+            g: statistics.mean(s["trajectories_per_s"] for s in mine if s["gpus"] == g)
+            for g in sorted({s["gpus"] for s in mine})
+        }
+        (line,) = left.plot(list(by_gpus), list(by_gpus.values()), "o-" if len(by_gpus) > 1 else "o", label=mode)
+        colours[mode] = line.get_color()
+        left.plot([s["gpus"] for s in mine], [s["trajectories_per_s"] for s in mine], "x", color=line.get_color())
+    sync_one = [s["trajectories_per_s"] for s in summary if s["mode"] == "sync" and s["gpus"] == 1]
+    gpus = sorted({s["gpus"] for s in summary})
+    if sync_one:
+        left.plot(gpus, [statistics.mean(sync_one) * g for g in gpus], "k--", label="sync 1 GPU x GPUs")
     left.set_xlabel("GPUs")
-    left.set_ylabel("trajectories / s (steps 2-10)")
+    left.set_ylabel("trajectories / s (steps 2-10; x: each run)")
     left.set_xticks(gpus)
     left.legend(fontsize=8)
     for name, rows in runs.items():

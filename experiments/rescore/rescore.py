@@ -16,7 +16,8 @@ Training rollouts (``rollouts/<step>.jsonl.xz``) are not validation figures and 
 
 The old figure is what the dump recorded (its ``acc``); the new one is ``extract_answer`` in ``flexible`` mode (every
 committed config's mode) with the row's termination reason. Each changed row gets a reason (``why``); a row whose
-recorded verdict the old rule cannot reproduce from the reconstructed text says so. Per dump, a CSV of every
+recorded verdict neither the old rule nor the current one reproduces from the reconstructed text says so (a dump
+scored in training by the current rules has the new verdict). Per dump, a CSV of every
 trajectory goes to ``rescoring/<folder>__<dump>.csv``; ``rescoring.md`` has one line per dump.
 """
 
@@ -79,7 +80,8 @@ def rescore(row: Row) -> Row:
     row.new_acc = float(is_correct(row.new_answer, truth))
     row.new_strict_acc = float(is_correct(extract_answer(row.text, "strict", row.termination_reason), truth))
     old = old_answer(row.text)
-    reproduced = float(is_correct(old, truth)) == row.old_acc
+    # a dump scored in training with the current rules matches the new verdict, not the old rule's
+    reproduced = row.old_acc in (float(is_correct(old, truth)), row.new_acc)
     if row.new_acc != row.old_acc:
         row.why = why_changed(row, old, truth)
     if not reproduced:
