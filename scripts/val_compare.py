@@ -2,6 +2,7 @@
 
     python scripts/val_compare.py docs/results/turn-credit-ab-h100 grpo_s1 grpo_s2 turn_grpo_s2
     python scripts/val_compare.py docs/results/long-tail-scaling-h200x4 sync=sync_x1,sync_x1_s2 colo=colo_x1,colo_x1_s2
+    python scripts/val_compare.py docs/results/long-tail-scaling-h200x4 --rescored sync=sync_x1,sync_x1_s2 colo=...
 
 Reads ``RESULTS/RUN/val/<step>.jsonl`` (``trainer.validation_data_dir``; or the same files inside
 ``RESULTS/RUN/val.tar.gz``) and prints, per run and validation step, the problems, accuracy, its standard
@@ -12,6 +13,9 @@ its standard error (std of the per-problem differences / sqrt(n)). Writes ``RESU
 Two arms given as ``NAME=RUN,RUN,...`` (the same number of runs, one a seed, paired in the order given) add the
 arms' difference: per seed, and over seeds, where each problem's difference is the mean over seeds of its per-seed
 differences (problems every run validated), so the standard error is paired across arms and seeds alike.
+
+``--rescored``: every row's ``acc`` is the reward's current answer rules applied to its dumped text
+(``experiments/rescore/rescore.py``), for runs whose trainer scored with older rules; the pack must be importable.
 """
 
 from __future__ import annotations
@@ -79,9 +83,22 @@ def parse_arms(args: list[str]) -> tuple[list[str], dict[str, list[str]]]:
     return list(dict.fromkeys(names + [run for runs in arms.values() for run in runs])), arms
 
 
+def rescored(runs: dict[str, dict[int, dict[str, dict]]]) -> None:
+    """Every row's ``acc`` replaced by the current rules' verdict on its dumped text."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from experiments.rescore.rescore import current_acc
+
+    for steps in runs.values():
+        for rows in steps.values():
+            for row in rows.values():
+                row["acc"] = current_acc(row)
+
+
 def main(results: Path, args: list[str]) -> None:
-    names, arms = parse_arms(args)
+    names, arms = parse_arms([arg for arg in args if arg != "--rescored"])
     runs = {name: load(results / name) for name in names}
+    if "--rescored" in args:
+        rescored(runs)
     table = []
     print(f"{'run':<16}{'step':>5}{'n':>6}{'acc':>8}{'s.e.':>7}{'exec/traj':>10}{'budget':>8}")
     for name, steps in runs.items():

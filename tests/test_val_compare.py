@@ -46,3 +46,34 @@ def test_two_arms_with_two_seeds_are_paired_across_arms_and_seeds(tmp_path: Path
     assert str(error.value) == (
         "arms: give two, with as many runs each (one a seed), as NAME=RUN,RUN; got {'a': ['a1', 'a2'], 'b': ['b1']}"
     )
+
+
+def test_rescored_takes_the_current_rules_verdicts(tmp_path: Path, capsys) -> None:
+    """Runs scored in training by the old last-number rule are compared by the reward's current rules."""
+    vc = load_script("val_compare")
+
+    def row(prompt: str, output: str, acc: float, reason: str = "final_answer") -> dict:
+        return {"input": prompt, "output": output, "gts": "7", "acc": acc, "score": acc, f"term_{reason}": 1.0}
+
+    old = [  # as the old rule scored them: the last number
+        row("q0", "assistant\n#### 7\nThat is 7, not 8.", 0.0),  # current rules: the #### line, 7: right
+        row(
+            "q1", "assistant\n```python\nprint(7)\n```\n```output\n7\n```", 1.0
+        ),  # a number only in an output block: no answer
+        row("q2", "assistant\nso 7 and", 1.0, "response_budget"),  # cut off at the budget: no answer
+    ]
+    new = [
+        row("q0", "assistant\n#### 7", 1.0),
+        row("q1", "assistant\n#### 7", 1.0),
+        row("q2", "assistant\n#### 3", 0.0),
+    ]
+    (tmp_path / "old" / "val").mkdir(parents=True)
+    (tmp_path / "new" / "val").mkdir(parents=True)
+    (tmp_path / "old" / "val" / "10.jsonl").write_text("".join(json.dumps(r) + "\n" for r in old))
+    (tmp_path / "new" / "val" / "10.jsonl").write_text("".join(json.dumps(r) + "\n" for r in new))
+    vc.main(tmp_path, ["old", "new"])
+    assert capsys.readouterr().out.splitlines()[-1] == "old (step 10) - new (step 10): +0.0000 (s.e. 0.5774, n 3)"
+    vc.main(tmp_path, ["--rescored", "old", "new"])
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].split() == ["old", "10", "3", "0.3333", "0.3333", "0.00", "0.333"]
+    assert out[-1] == "old (step 10) - new (step 10): -0.3333 (s.e. 0.3333, n 3)"  # per problem 0, -1, 0

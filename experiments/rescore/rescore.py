@@ -140,6 +140,12 @@ def validation_rows(lines: Iterator[str]) -> list[Row]:
     return rows
 
 
+def current_acc(data: dict[str, Any]) -> float:
+    """One verl validation dump row (one segment) scored by the current rules, as this script rescores it."""
+    text = _final_of_output(last_assistant_segment(str(data.get("output", ""))))
+    return rescore(Row("", str(data["gts"]), _termination(data), float(data.get("acc", 0.0)), text)).new_acc
+
+
 _SUBMIT = re.compile(r'"name"\s*:\s*"submit_answer"\s*,\s*"arguments"\s*:\s*(\{[^{}]*\})')
 
 

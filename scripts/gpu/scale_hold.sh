@@ -5,14 +5,15 @@
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
 #     2 GPUs (32 x 8). The two 1-GPU runs validate greedily on all 1,319 GSM8K test problems at the end.
 #   B: sync on all 4 GPUs (64 x 8).
-#   C, side by side (not run yet): A's 1-GPU runs with a second seed (data.seed=2, rollout.seed=43), validated, and
+#   C, side by side: A's 1-GPU runs with a second seed (data.seed=2, rollout.seed=43), validated, and
 #     separate_async on GPUs 2-3 (1 trainer GPU + 1 rollout GPU), validated too.
 #   D, side by side (not run yet): GPUs 0-1 colocate_async on 2 GPUs, GPUs 2-3 sync on 2 GPUs.
-#   E (not run yet): colocate_async on all 4 GPUs.
+#   E: colocate_async on all 4 GPUs.
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh               # install, then waves A and B
-#   WAVES="C E D" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
-#     (install ~5 min, C ~10, E ~7, D ~8: C and E fit a 30-minute machine, D only if time is left); then, with
-#     C's runs copied beside A's: python scripts/val_compare.py RESULTS sync=sync_x1,sync_x1_s2 colo=colo_x1,colo_x1_s2
+#   WAVES="C E" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh   # install ~4 min, C ~10, E ~8;
+#     then, with C's runs beside A's:
+#     python scripts/val_compare.py RESULTS --rescored sync=sync_x1,sync_x1_s2 colo=colo_x1,colo_x1_s2
+#   WAVES=D bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh       # the next measurement (~8 min)
 #   OUT=$OUT bash scripts/gpu/scale_hold.sh status [SECONDS]       # progress, each run's weight-sync socket (two runs
 #                                                                  # must show different ones); $OUT gets each .tgz
 # Needs outputs/data/gsm8k_learn (experiments/gsm8k_learn/prepare_data.sh) in the working tree.
