@@ -1,6 +1,7 @@
-"""experiments/gsm8k_learn's GPU presets (``gpus/x1..x8``) and v1 trainer modes (``mode/``) pass the pack's
-config check and verl's ``validate_config`` on CPU, with the long-tail tools; the v1 mode checks
-(``extensions/trainer_mode_check.py``) name what is wrong before any model loads."""
+"""The GPU presets of experiments/gsm8k_learn and experiments/ledger_folding (``gpus/x1..x8``) and the shared v1
+trainer modes (``extensions/presets/mode/``) pass the pack's config check and verl's ``validate_config`` on CPU,
+gsm8k_learn's with the long-tail tools; the v1 mode checks (``extensions/trainer_mode_check.py``) name what is wrong
+before any model loads."""
 
 from __future__ import annotations
 
@@ -71,3 +72,24 @@ def test_the_long_tail_tools_file_states_its_distribution() -> None:
     tool = PythonExecTool(dict(entry["config"]))
     assert tool.latency.settings == ToolLatency(distribution="lognormal", median_s=0.5, sigma=1.5, max_s=10.0, seed=0)
     assert tool.limits.wall_time_s + tool.latency.settings.max_s < 15.0  # the loop's tool_timeout_s
+
+
+@pytest.mark.parametrize("mode", ["sync", "colocate_async"])
+@pytest.mark.parametrize("gpus", [1, 2, 4, 8])
+def test_the_folding_experiments_presets_validate(gpus: int, mode: str) -> None:
+    """experiments/ledger_folding has its own gpus/ (one AdamW step a training step) and the shared mode/ presets."""
+    cfg = compose_experiment("ledger_folding", f"+gpus=x{gpus}", f"+mode={mode}")
+    assert (cfg.trainer.n_gpus_per_node, cfg.data.train_batch_size) == (gpus, 16 * gpus)
+    assert cfg.actor_rollout_ref.actor.ppo_mini_batch_size == 192 * gpus
+    assert cfg.actor_rollout_ref.rollout.agent.num_workers == 4 * gpus
+    assert cfg.trainer.v1.trainer_mode == mode
+    assert check_composed(cfg, "ledger_folding") == []
+    validate_config(cfg, use_reference_policy=False, use_critic=False)
+
+
+def test_folding_under_separate_async_names_its_batch_rule() -> None:
+    cfg = compose_experiment("ledger_folding", "+gpus=x1", "+mode=separate_async")
+    assert check_composed(cfg, "ledger_folding") == [
+        "ledger_folding: separate_async trains data.train_batch_size=16 prompts a step, which must equal "
+        "trainer.v1.separate_async.parameter_sync_step=2 x actor_rollout_ref.actor.ppo_mini_batch_size=192 = 384",
+    ]

@@ -1,6 +1,9 @@
 """Per-step CSV, summary table and plots of a scaling / trainer-mode comparison (``scripts/gpu/scale_hold.sh``).
 
-    python experiments/gsm8k_learn/scaling_report.py RESULTS RUN [RUN ...] [--drop-validated-lag]
+    python experiments/gsm8k_learn/scaling_report.py RESULTS RUN [RUN ...] [--drop-validated-lag RUN,RUN] [--title TEXT]
+
+Runs of experiments/ledger_folding (scale_hold.sh's wave G) read the same way: its ``gpus/`` presets also give 16
+prompts a GPU, and a trajectory is counted once however many segments it folded into.
 
 Each ``RESULTS/RUN`` holds verl's ``metrics.jsonl`` and the run's ``command.txt`` (GPUs, batch and mode are read
 from its overrides). Writes ``RESULTS/steps.csv`` (every run's steps), ``RESULTS/summary.csv`` and
@@ -10,8 +13,8 @@ from its overrides). Writes ``RESULTS/steps.csv`` (every run's steps), ``RESULTS
 steps summed, over their ``timing_s/step`` summed; tokens a second are verl's ``perf/throughput`` (per GPU) times
 the GPUs, weighted the same way. The other columns are medians. ``x sync 1 GPU`` is over the first 1-GPU sync run
 named; ``x mode 1 GPU`` over the mean of the run's own mode's 1-GPU runs (weak scaling within a mode; ``-`` if none).
-``--drop-validated-lag``: in runs from before commit ec9275b the hook timed a validation's sample, not the step's,
-so a step that validated (every ``trainer.test_freq``-th, and the last) gets no ``take_lag_s``.
+``--drop-validated-lag RUN,RUN``: in runs from before commit ec9275b the hook timed a validation's sample, not the
+step's, so a step of those runs that validated (every ``trainer.test_freq``-th, and the last) gets no ``take_lag_s``.
 GPUs are the trainer's (``trainer.n_gpus_per_node x trainer.nnodes``) plus, for ``separate_async``, the rollout's.
 Needs matplotlib (``pip install -e '.[plots]'``).
 """
@@ -151,7 +154,7 @@ def markdown(summary: list[dict[str, object]]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
-def plot(results: Path, summary: list[dict[str, object]], runs: dict[str, list[dict[str, object]]]) -> None:
+def plot(results: Path, summary: list[dict[str, object]], runs: dict[str, list[dict[str, object]]], title: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -168,7 +171,7 @@ def plot(results: Path, summary: list[dict[str, object]], runs: dict[str, list[d
     ax.bar(names, other, bottom=bottom, label="other", color="lightgrey")
     ax.set_ylabel("median seconds a step")
     ax.tick_params(axis="x", labelrotation=30)
-    ax.set_title("Step time and its phases (long-tail tools)")
+    ax.set_title(f"Step time and its phases ({title})")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(results / "phases.png", dpi=120)
@@ -209,15 +212,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("runs", nargs="+")
     ap.add_argument("--from", dest="first", type=int, default=2, help="first step of the medians (default 2)")
     ap.add_argument("--no-plots", action="store_true")
-    ap.add_argument("--drop-validated-lag", action="store_true", help="no take_lag_s on validated steps (old runs)")
+    ap.add_argument("--title", default="long-tail tools", help="the workload, in the phases plot's title")
+    ap.add_argument(
+        "--drop-validated-lag", default="", metavar="RUN,RUN", help="these runs' validated steps get no take_lag_s"
+    )
     args = ap.parse_args(argv)
-    runs = {name: read_steps(args.results / name, args.drop_validated_lag) for name in args.runs}
+    old = set(filter(None, args.drop_validated_lag.split(",")))
+    runs = {name: read_steps(args.results / name, name in old) for name in args.runs}
     write_csv(args.results / "steps.csv", [row for rows in runs.values() for row in rows])
     summary = summarise(runs, args.first)
     write_csv(args.results / "summary.csv", summary)
     (args.results / "summary.md").write_text(markdown(summary))
     if not args.no_plots:
-        plot(args.results, summary, runs)
+        plot(args.results, summary, runs, args.title)
     print(markdown(summary))
     return 0
 

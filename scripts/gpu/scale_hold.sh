@@ -13,7 +13,13 @@
 #   WAVES="C E" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh   # install ~4 min, C ~10, E ~8;
 #     then, with C's runs beside A's:
 #     python scripts/val_compare.py RESULTS --rescored sync=sync_x1,sync_x1_s2 colo=colo_x1,colo_x1_s2
-#   WAVES=D bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh       # the next measurement (~8 min)
+#   F, side by side (not run yet), strong scaling (one GPU's batch, 16 prompts x 8, on 2 GPUs; the same samples as
+#     sep_x1): GPUs 0-1 sync, GPUs 2-3 colocate_async.
+#   G, side by side (not run yet), the folding workflow at scale (experiments/ledger_folding, VARIANT=fold, the
+#     flagged ledgers in a 2K window, its gpus/ presets, FOLD_STEPS (6) steps, no validation: throughput only):
+#     GPU 0 sync on 1 GPU, GPU 1 colocate_async on 1 GPU, GPUs 2-3 sync on 2 GPUs.
+#   WAVES="D G F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
+#     (install ~4 min, D ~8, G ~9, F ~8: F only if time is left)
 #   OUT=$OUT bash scripts/gpu/scale_hold.sh status [SECONDS]       # progress, each run's weight-sync socket (two runs
 #                                                                  # must show different ones); $OUT gets each .tgz
 # Needs outputs/data/gsm8k_learn (experiments/gsm8k_learn/prepare_data.sh) in the working tree.
@@ -28,7 +34,9 @@ runs_of() {  # WAVE: its runs' names
   C) echo sync_x1_s2 colo_x1_s2 sep_x1 ;;
   D) echo colo_x2 sync_x2_b ;;
   E) echo colo_x4 ;;
-  *) echo "unknown wave $1 (A, B, C, D or E)" >&2; exit 2 ;;
+  F) echo sync_x2_16 colo_x2_16 ;;
+  G) echo fold_sync_x1 fold_colo_x1 fold_sync_x2 ;;
+  *) echo "unknown wave $1 (A to G)" >&2; exit 2 ;;
   esac
 }
 RUNS=$(for wave in $WAVES; do runs_of "$wave"; done | tr '\n' ' ')
@@ -57,6 +65,14 @@ train() {  # NAME GPUS [overrides]: a run in the background on those GPUs, readi
   CUDA_VISIBLE_DEVICES=$devices VARIANT=tools bash scripts/gpu/train_bg.sh "$name" "${common[@]}" \
     "actor_rollout_ref.rollout.multi_turn.tool_config_path=/tmp/runs/$name/src/experiments/gsm8k_learn/tools_long_tail.yaml" "$@"
 }
+fold() {  # NAME GPUS [overrides]: a folding run (experiments/ledger_folding's run.sh writes its ledgers first)
+  local name=$1 devices=$2; shift 2
+  CUDA_VISIBLE_DEVICES=$devices VARIANT=ledger_fold LEDGER_QUESTION=flagged TRAIN_COUNT=1000 TEST_COUNT=128 \
+    bash scripts/gpu/train_bg.sh "$name" "trainer.total_training_steps=${FOLD_STEPS:-6}" trainer.val_before_train=false \
+    trainer.test_freq=-1 +ray_kwargs.ray_init.include_dashboard=false actor_rollout_ref.model.enable_gradient_checkpointing=false \
+    actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192 "$@"
+}
+strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
 validated=("trainer.test_freq=$STEPS")
 seed2=(data.seed=2 actor_rollout_ref.rollout.seed=43 "${validated[@]}")
 for wave in $WAVES; do
@@ -72,6 +88,11 @@ for wave in $WAVES; do
   D) train colo_x2 0,1 +gpus=x2 +mode=colocate_async trainer.test_freq=-1
      train sync_x2_b 2,3 +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
   E) train colo_x4 0,1,2,3 +gpus=x4 +mode=colocate_async trainer.test_freq=-1 ;;
+  F) train sync_x2_16 0,1 +gpus=x2 +mode=sync "${strong[@]}"
+     train colo_x2_16 2,3 +gpus=x2 +mode=colocate_async "${strong[@]}" ;;
+  G) fold fold_sync_x1 0 +gpus=x1 +mode=sync
+     fold fold_colo_x1 1 +gpus=x1 +mode=colocate_async
+     fold fold_sync_x2 2,3 +gpus=x2 +mode=sync ;;
   esac
   for n in $(runs_of "$wave"); do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
 done
