@@ -95,10 +95,17 @@ def rescored(runs: dict[str, dict[int, dict[str, dict]]]) -> None:
 
 
 def main(results: Path, args: list[str]) -> None:
+    unknown = [arg for arg in args if arg.startswith("-") and arg != "--rescored"]
+    if unknown:
+        raise SystemExit(f"unknown option(s) {unknown}; the only option is --rescored")
     names, arms = parse_arms([arg for arg in args if arg != "--rescored"])
     runs = {name: load(results / name) for name in names}
-    if "--rescored" in args:
+    verdicts = "rescored" if "--rescored" in args else "recorded"
+    if verdicts == "rescored":
         rescored(runs)
+    print(
+        f"verdicts: {verdicts}" + (" (the reward's current rules)" if verdicts == "rescored" else " (the dumps' acc)")
+    )
     table = []
     print(f"{'run':<16}{'step':>5}{'n':>6}{'acc':>8}{'s.e.':>7}{'exec/traj':>10}{'budget':>8}")
     for name, steps in runs.items():
@@ -106,7 +113,7 @@ def main(results: Path, args: list[str]) -> None:
             acc, se = mean_se([float(r["acc"]) for r in rows.values()])
             executed = sum(float(r.get("num_executed_calls", 0)) for r in rows.values()) / len(rows)
             budget = sum(float(r.get("term_response_budget", 0)) for r in rows.values()) / len(rows)
-            table.append({"run": name, "step": step, "n": len(rows), "acc": acc, "se": se,
+            table.append({"run": name, "step": step, "verdicts": verdicts, "n": len(rows), "acc": acc, "se": se,
                           "executed_per_traj": executed, "response_budget": budget})  # fmt: skip
             print(f"{name:<16}{step:>5}{len(rows):>6}{acc:>8.4f}{se:>7.4f}{executed:>10.2f}{budget:>8.3f}")
     print("\npaired differences of the last validations (row run minus column run)")

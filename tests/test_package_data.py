@@ -1,4 +1,4 @@
-"""Every data file the pack reads at run time (YAML presets and registries, chat templates, corpora) is declared in
+"""Every file under extensions/ that is not code (YAML presets and registries, chat templates, corpora) is declared in
 pyproject.toml's package data, so a wheel install (not only an editable one) has it."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from setuptools.config.pyprojecttoml import load_file
 
 from tests.conftest import ROOT
 
-DATA_SUFFIXES = (".yaml", ".jinja", ".md")
+CODE_SUFFIXES = (".py", ".pyc")  # setuptools ships the modules; every other file must be declared
 
 
 def declared(path: Path, package_data: dict[str, list[str]]) -> bool:
@@ -26,7 +26,11 @@ def declared(path: Path, package_data: dict[str, list[str]]) -> bool:
 
 def test_every_data_file_of_the_package_ships() -> None:
     package_data = load_file(ROOT / "pyproject.toml")["tool"]["setuptools"]["package-data"]
-    files = [p for p in (ROOT / "extensions").rglob("*") if p.suffix in DATA_SUFFIXES and "__pycache__" not in p.parts]
+    files = [
+        p
+        for p in (ROOT / "extensions").rglob("*")
+        if p.is_file() and p.suffix not in CODE_SUFFIXES and "__pycache__" not in p.parts
+    ]
     assert ROOT / "extensions" / "presets" / "mode" / "colocate_async.yaml" in files
     assert [p.relative_to(ROOT).as_posix() for p in files if not declared(p, package_data)] == []
 

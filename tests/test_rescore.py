@@ -55,10 +55,17 @@ def test_rescoring_every_kind_of_dump(tmp_path: Path) -> None:
         val_row("f_0_0", "so the total is in 20_hours", "20", 1.0),
         val_row("g_0_0", "total = 5\ncost = 5 *", "5", 1.0, "response_budget"),
         val_row("h_0_0", "So 9 apples.\n#### 9", "9", 1.0),
-        # scored in training by the current rules: the old last-number rule would read 8, the recorded verdict stands
-        val_row("i_0_0", "#### 7\nThat is 7 apples, not 8.", "7", 1.0),
     ]
     write_val_dumps(results / "gsm8k-ab" / "tools", {40: gsm8k})
+    # a run scored in training by the current rules (they reproduce 3 of its 4 verdicts, the old last-number rule 0):
+    # only the row the current rules do not reproduce is flagged
+    current = [
+        val_row("i_0_0", "#### 7\nThat is 7 apples, not 8.", "7", 1.0),
+        val_row("j_0_0", "so 7 and", "7", 0.0, "response_budget"),
+        val_row("k_0_0", "#### 7\nNot 3.", "7", 1.0),
+        val_row("l_0_0", "#### 5", "7", 1.0),
+    ]
+    write_val_dumps(results / "gsm8k-new" / "tools", {10: current})
     # a rollout CLI file: a submit_answer call, a reply with its answer in inline code
     records = [
         record(
@@ -79,8 +86,11 @@ def test_rescoring_every_kind_of_dump(tmp_path: Path) -> None:
     table = (results / "rescoring.md").read_text().split("|---|---|---|---|---|\n")[1]
     assert table == (
         "| gsm8k-ab | [tools/val.tar.gz:val/40.jsonl](rescoring/gsm8k-ab__tools_val.tar.gz_val_40.jsonl.csv) | "
-        "5/6 (0.8333) | 3/6 (0.5000) | 1 an answer form reads another number; 1 ended on response_budget: no answer; "
+        "4/5 (0.8000) | 2/5 (0.4000) | 1 an answer form reads another number; 1 ended on response_budget: no answer; "
         "1 the number was inside a code or output block; 1 the number was part of an identifier |\n"
+        "| gsm8k-new | [tools/val.tar.gz:val/10.jsonl](rescoring/gsm8k-new__tools_val.tar.gz_val_10.jsonl.csv) | "
+        "3/4 (0.7500) | 2/4 (0.5000) | 1 a later answer form reads another number; recorded verdict not reproduced "
+        "from the dumped text |\n"
         "| ledger-cpu | [trajectories.jsonl.gz](rescoring/ledger-cpu__trajectories.jsonl.gz.csv) | 2/2 (1.0000) | "
         "1/2 (0.5000) | 1 the number was inside a code or output block |\n"
         "| ledger-run | [fold_grpo/val_step30.jsonl.xz](rescoring/ledger-run__fold_grpo_val_step30.jsonl.xz.csv) | "
@@ -96,6 +106,7 @@ def test_rescoring_every_kind_of_dump(tmp_path: Path) -> None:
     )
     assert sorted(p.name for p in (results / "rescoring").iterdir()) == [
         "gsm8k-ab__tools_val.tar.gz_val_40.jsonl.csv",
+        "gsm8k-new__tools_val.tar.gz_val_10.jsonl.csv",
         "ledger-cpu__trajectories.jsonl.gz.csv",
         "ledger-run__fold_grpo_val_step30.jsonl.xz.csv",
     ]

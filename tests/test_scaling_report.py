@@ -106,3 +106,26 @@ def test_weak_scaling_within_a_mode_and_the_plots(tmp_path: Path) -> None:
     assert table[-1].split(" | ")[11:13] == ["2.67", "-"]  # sep: x sync 1 GPU, x mode 1 GPU
     for png in ("phases.png", "throughput.png"):
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_missing_figures_read_as_dashes_and_bad_input_is_named(tmp_path: Path, capsys) -> None:
+    """No sync 1-GPU run, a run without the span metric, a run whose every lag was dropped: '-' cells, no crash."""
+    no_span = {k: v for k, v in step(9, 4, 0, 0.1, 2000).items() if k != "longflow/rollout/span_s"}
+    write_run(tmp_path, "colo", "+gpus=x1 +mode=colocate_async trainer.test_freq=1", [step(30, 5, 9, 0.1, 99), no_span])
+    assert report.main([str(tmp_path), "colo", "--no-plots", "--drop-validated-lag", "colo"]) == 0
+    (row,) = (tmp_path / "summary.md").read_text().splitlines()[2:]
+    assert row.split(" | ")[6:13] == [
+        "4.0",
+        "-",
+        "-",
+        "1.0",
+        "14.22",
+        "-",
+        "1.00",
+    ]  # gen, span, lag, ..., x sync, x mode
+    with pytest.raises(SystemExit) as error:
+        report.main([str(tmp_path), "colo", "--no-plots", "--from", "3"])
+    assert str(error.value) == "colo: no step from step 3 on (its last: 2)"
+    with pytest.raises(SystemExit):
+        report.main([str(tmp_path), "colo", "--no-plots", "--drop-validated-lag", "colo_x1"])
+    assert "--drop-validated-lag names ['colo_x1'], not among the runs ['colo']" in capsys.readouterr().err

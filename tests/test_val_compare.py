@@ -75,5 +75,9 @@ def test_rescored_takes_the_current_rules_verdicts(tmp_path: Path, capsys) -> No
     assert capsys.readouterr().out.splitlines()[-1] == "old (step 10) - new (step 10): +0.0000 (s.e. 0.5774, n 3)"
     vc.main(tmp_path, ["--rescored", "old", "new"])
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split() == ["old", "10", "3", "0.3333", "0.3333", "0.00", "0.333"]
+    assert out[0] == "verdicts: rescored (the reward's current rules)"
+    assert out[2].split() == ["old", "10", "3", "0.3333", "0.3333", "0.00", "0.333"]
     assert out[-1] == "old (step 10) - new (step 10): -0.3333 (s.e. 0.3333, n 3)"  # per problem 0, -1, 0
+    with pytest.raises(SystemExit) as error:
+        vc.main(tmp_path, ["--rescore", "old", "new"])
+    assert str(error.value) == "unknown option(s) ['--rescore']; the only option is --rescored"

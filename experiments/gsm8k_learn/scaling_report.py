@@ -109,13 +109,18 @@ def summarise(runs: dict[str, list[dict[str, object]]], first: int) -> list[dict
     summary = []
     for name, rows in runs.items():
         kept = [r for r in rows if r["step"] >= first]
+        if not kept:
+            raise SystemExit(f"{name}: no step from step {first} on (its last: {rows[-1]['step'] if rows else None})")
         entry = {"run": name, "gpus": rows[0]["gpus"], "mode": rows[0]["mode"], "prompts": rows[0]["prompts"]}
         entry["steps"] = f"{kept[0]['step']}-{kept[-1]['step']}"
         entry |= {key: median(kept, key) for key in (*SUMMARY, *PHASES[1:], "max_memory_allocated_gb")}
         seconds = sum(float(r["step_s"]) for r in kept)  # rates over the steps' total time, not a median of rates
         entry["trajectories_per_s"] = sum(int(r["trajectories"]) for r in kept) / seconds
         entry["tokens_per_s"] = sum(float(r["tokens_per_s"]) * float(r["step_s"]) for r in kept) / seconds
-        entry["gen_minus_span_max_s"] = max(float(r["gen_s"]) - float(r["span_s"]) for r in kept)
+        lags = [
+            float(r["gen_s"]) - float(r["span_s"]) for r in kept if r["gen_s"] is not None and r["span_s"] is not None
+        ]
+        entry["gen_minus_span_max_s"] = max(lags, default=None)  # None: the run logged no span (older pack)
         entry["tokens_per_s_per_gpu"] = entry["tokens_per_s"] / entry["gpus"]
         summary.append(entry)
     base = next((s for s in summary if s["gpus"] == 1 and s["mode"] == "sync"), None)
@@ -134,8 +139,9 @@ def write_csv(path: Path, rows: list[dict[str, object]]) -> None:
         writer.writerows(rows)
 
 
-def ratio(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}"
+def cell(value: float | None, form: str = ".2f") -> str:
+    """A table cell: ``-`` for a figure the run did not log."""
+    return "-" if value is None else format(value, form)
 
 
 def markdown(summary: list[dict[str, object]]) -> str:
@@ -145,16 +151,19 @@ def markdown(summary: list[dict[str, object]]) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
     )
     rows = [
-        f"| {s['run']} | {s['gpus']} | {s['mode']} | {s['prompts']} | {s['steps']} | {s['step_s']:.1f} | {s['gen_s']:.1f} "
-        f"| {s['span_s']:.1f} | {s['take_lag_s']:.3f} | {s['update_actor_s']:.1f} | {s['trajectories_per_s']:.2f} "
-        f"| {s['speedup_vs_sync_1gpu']:.2f} | {ratio(s['speedup_vs_mode_1gpu'])} | {s['tokens_per_s']:,.0f} | {s['tokens_per_s_per_gpu']:,.0f} "
-        f"| {s['max_memory_allocated_gb']:.1f} |"
+        f"| {s['run']} | {s['gpus']} | {s['mode']} | {s['prompts']} | {s['steps']} | {cell(s['step_s'], '.1f')} "
+        f"| {cell(s['gen_s'], '.1f')} | {cell(s['span_s'], '.1f')} | {cell(s['take_lag_s'], '.3f')} "
+        f"| {cell(s['update_actor_s'], '.1f')} | {s['trajectories_per_s']:.2f} | {cell(s['speedup_vs_sync_1gpu'])} "
+        f"| {cell(s['speedup_vs_mode_1gpu'])} | {s['tokens_per_s']:,.0f} | {s['tokens_per_s_per_gpu']:,.0f} "
+        f"| {cell(s['max_memory_allocated_gb'], '.1f')} |"
         for s in summary
     ]
     return head + "\n".join(rows) + "\n"
 
 
-def plot(results: Path, summary: list[dict[str, object]], runs: dict[str, list[dict[str, object]]], title: str) -> None:
+def plot(
+    results: Path, summary: list[dict[str, object]], runs: dict[str, list[dict[str, object]]], title: str, first: int
+) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -193,7 +202,7 @@ def plot(results: Path, summary: list[dict[str, object]], runs: dict[str, list[d
     if sync_one:
         left.plot(gpus, [statistics.mean(sync_one) * g for g in gpus], "k--", label="sync 1 GPU x GPUs")
     left.set_xlabel("GPUs")
-    left.set_ylabel("trajectories / s (steps 2-10; x: each run)")
+    left.set_ylabel(f"trajectories / s (steps {first} on; x: each run)")
     left.set_xticks(gpus)
     left.legend(fontsize=8)
     for name, rows in runs.items():
@@ -218,13 +227,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
     old = set(filter(None, args.drop_validated_lag.split(",")))
+    if old - set(args.runs):
+        ap.error(f"--drop-validated-lag names {sorted(old - set(args.runs))}, not among the runs {args.runs}")
     runs = {name: read_steps(args.results / name, name in old) for name in args.runs}
     write_csv(args.results / "steps.csv", [row for rows in runs.values() for row in rows])
     summary = summarise(runs, args.first)
     write_csv(args.results / "summary.csv", summary)
     (args.results / "summary.md").write_text(markdown(summary))
     if not args.no_plots:
-        plot(args.results, summary, runs, args.title)
+        plot(args.results, summary, runs, args.title, args.first)
     print(markdown(summary))
     return 0
 
