@@ -93,3 +93,15 @@ def test_folding_under_separate_async_names_its_batch_rule() -> None:
         "ledger_folding: separate_async trains data.train_batch_size=16 prompts a step, which must equal "
         "trainer.v1.separate_async.parameter_sync_step=2 x actor_rollout_ref.actor.ppo_mini_batch_size=192 = 384",
     ]
+
+
+@pytest.mark.parametrize(
+    "experiment", ["gsm8k_ask_user", "gsm8k_code_verify", "gsm8k_learn", "long_workflow_15", "mcp_units_search"]
+)
+def test_every_experiment_takes_the_mode_presets(experiment: str) -> None:
+    """The loops with tools and users (long_workflow, ask-user, MCP) run under colocate_async with a `+mode`."""
+    cfg = compose_experiment(experiment, "+mode=colocate_async")
+    assert cfg.trainer.v1.trainer_mode == "colocate_async"
+    assert cfg.trainer.v1.colocate_async.num_warmup_batches == 1
+    assert check_composed(cfg, experiment) == []
+    validate_config(cfg, use_reference_policy=False, use_critic=False)

@@ -18,8 +18,13 @@
 #   G, side by side (not run yet), the folding workflow at scale (experiments/ledger_folding, VARIANT=fold, the
 #     flagged ledgers in a 2K window, its gpus/ presets, FOLD_STEPS (6) steps, no validation: throughput only):
 #     GPU 0 sync on 1 GPU, GPU 1 colocate_async on 1 GPU, GPUs 2-3 sync on 2 GPUs.
-#   WAVES="D G F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
-#     (install ~4 min, D ~8, G ~9, F ~8: F only if time is left)
+#   H, side by side (not run yet), the long_workflow loop with python_exec and a user (experiments/gsm8k_code_verify,
+#     the code-verify user; 16 prompts x 8, two actor updates a step, STEPS steps, no validation): GPU 0 sync, GPU 1
+#     colocate_async; GPUs 2-3 folding under colocate_async on 2 GPUs (G's workload).
+#   WAVES="D G H F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
+#     (install ~4 min, D ~8, G ~9, H ~9, F ~8: one 30-minute machine takes the install and two or three waves)
+# Needs outputs/data/gsm8k_code_verify too for H (LONGFLOW_GSM8K_DIR=DIR: the two extensions.data.gsm8k lines of
+# experiments/gsm8k_code_verify/run.sh).
 #   OUT=$OUT bash scripts/gpu/scale_hold.sh status [SECONDS]       # progress, each run's weight-sync socket (two runs
 #                                                                  # must show different ones); $OUT gets each .tgz
 # Needs outputs/data/gsm8k_learn (experiments/gsm8k_learn/prepare_data.sh) in the working tree.
@@ -36,7 +41,8 @@ runs_of() {  # WAVE: its runs' names
   E) echo colo_x4 ;;
   F) echo sync_x2_16 colo_x2_16 ;;
   G) echo fold_sync_x1 fold_colo_x1 fold_sync_x2 ;;
-  *) echo "unknown wave $1 (A to G)" >&2; exit 2 ;;
+  H) echo verify_sync_x1 verify_colo_x1 fold_colo_x2 ;;
+  *) echo "unknown wave $1 (A to H)" >&2; exit 2 ;;
   esac
 }
 RUNS=$(for wave in $WAVES; do runs_of "$wave"; done | tr '\n' ' ')
@@ -72,6 +78,13 @@ fold() {  # NAME GPUS [overrides]: a folding run (experiments/ledger_folding's r
     trainer.test_freq=-1 +ray_kwargs.ray_init.include_dashboard=false actor_rollout_ref.model.enable_gradient_checkpointing=false \
     actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192 "$@"
 }
+verify() {  # NAME GPUS [overrides]: the code-verify workflow, gsm8k_learn's batch shape (scaling_report reads it)
+  local name=$1 devices=$2; shift 2
+  CUDA_VISIBLE_DEVICES=$devices VARIANT=code_verify bash scripts/gpu/train_bg.sh "$name" \
+    "trainer.total_training_steps=$STEPS" trainer.val_before_train=false trainer.test_freq=-1 \
+    +ray_kwargs.ray_init.include_dashboard=false data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 \
+    actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.agent.num_workers=4 "$@"
+}
 strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
 validated=("trainer.test_freq=$STEPS")
 seed2=(data.seed=2 actor_rollout_ref.rollout.seed=43 "${validated[@]}")
@@ -93,6 +106,9 @@ for wave in $WAVES; do
   G) fold fold_sync_x1 0 +gpus=x1 +mode=sync
      fold fold_colo_x1 1 +gpus=x1 +mode=colocate_async
      fold fold_sync_x2 2,3 +gpus=x2 +mode=sync ;;
+  H) verify verify_sync_x1 0 +mode=sync
+     verify verify_colo_x1 1 +mode=colocate_async
+     fold fold_colo_x2 2,3 +gpus=x2 +mode=colocate_async ;;
   esac
   for n in $(runs_of "$wave"); do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
 done

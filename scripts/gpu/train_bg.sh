@@ -3,6 +3,8 @@
 # install_on_gpu.sh), so that it outlives the 10-minute device call that starts it:
 #   VARIANT=tools|no_tools bash scripts/gpu/train_bg.sh NAME [hydra overrides]
 #   VARIANT=ledger_fold bash scripts/gpu/train_bg.sh NAME [overrides]   # experiments/ledger_folding, fold variant
+#   VARIANT=code_verify bash scripts/gpu/train_bg.sh NAME [overrides]   # experiments/gsm8k_code_verify: long_workflow
+#                                      # with python_exec and the code-verify user (carry outputs/data/gsm8k_code_verify)
 #                                      # -> /tmp/runs/NAME/{console.log,metrics.jsonl,val/,rc,command.txt}
 #   bash scripts/gpu/train_bg.sh --wait NAME SECONDS   # print progress until it ends or SECONDS pass,
 #                                                      # then copy the run's files to $OUT/NAME (if $OUT is set)
@@ -54,9 +56,9 @@ fi
 name=$1; shift
 VARIANT=${VARIANT:-tools}
 case $VARIANT in
-  tools|ledger_fold) extra=() ;;
+  tools|ledger_fold|code_verify) extra=() ;;
   no_tools) extra=(actor_rollout_ref.rollout.agent.default_agent_loop=single_turn_agent) ;;
-  *) echo "VARIANT=$VARIANT: expected tools, no_tools or ledger_fold" >&2; exit 2 ;;
+  *) echo "VARIANT=$VARIANT: expected tools, no_tools, ledger_fold or code_verify" >&2; exit 2 ;;
 esac
 run=/tmp/runs/$name; src=$run/src
 mkdir -p "$src"
@@ -67,6 +69,11 @@ export PYTHONPATH=$src:$PYTHONPATH LONGFLOW_MODEL_PATH=${LONGFLOW_MODEL_PATH:-/t
 export PYTHONUNBUFFERED=1 VERL_FILE_LOGGER_PATH=$run/metrics.jsonl
 if [ "$VARIANT" = ledger_fold ]; then   # its run.sh writes the ledgers (deterministic) and starts main_ppo
   cmd=(env VARIANT=fold PYTHON=python3 bash experiments/ledger_folding/run.sh
+    "trainer.validation_data_dir=$run/val" "trainer.experiment_name=$name" "$@")
+elif [ "$VARIANT" = code_verify ]; then   # the config's relative paths resolve in $src, where the run starts
+  data=$src/outputs/data/gsm8k_code_verify
+  [ -f "$data/test.parquet" ] || { echo "missing $data/test.parquet: carry outputs/data/gsm8k_code_verify" >&2; exit 2; }
+  cmd=(python3 -m verl.trainer.main_ppo --config-path "$src/experiments/gsm8k_code_verify" --config-name config
     "trainer.validation_data_dir=$run/val" "trainer.experiment_name=$name" "$@")
 else
 data=$src/outputs/data/gsm8k_learn/$VARIANT
