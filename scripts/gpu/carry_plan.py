@@ -5,6 +5,9 @@
     python3 scripts/gpu/carry_plan.py --stage     # also hard-link each call's files into .whl-gpu/carry/NN/
     python3 scripts/gpu/carry_plan.py --only gguf.part-04 wheels.tar.part-11 --stage   # re-carry some parts
     python3 scripts/gpu/carry_plan.py --json      # the same plan, machine-readable
+    python3 scripts/gpu/carry_plan.py --stage --with outputs/data/gsm8k_learn \
+      --start 'WAVES="D G" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh'
+        # a hold script that installs itself: the last call carries the data too and starts the script instead
 
 Every call's files are staged beforehand, each call in its own folder .whl-gpu/carry/NN (git
 ignores .whl-gpu/), so the device calls can follow each other with nothing run here in between:
@@ -136,8 +139,38 @@ def make_plan(
         c["carry"] = f"{CARRY_ROOT}/{'redo-' if only else ''}{n:02d}"
         c["command"] = (f"mkdir -p {REMOTE} && cp {c['carry']}/* {REMOTE}/ && echo \"call {n}/{len(calls)}: "
                         f"$(ls {REMOTE} | wc -l) files in {REMOTE}, {'at least ' if only else ''}{expected} expected\"")  # fmt: skip
+        c["also"] = []
         if c["install"]:
             c["command"] += " && " + c["install"]
+    return calls
+
+
+def path_bytes(path: Path) -> int:
+    return path.stat().st_size if path.is_file() else sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def last_step(calls: list[dict], cap: int, start: str | None, also: list[str]) -> list[dict]:
+    """The last call starts ``start`` in place of the install (a hold script that installs itself) and carries the
+    paths ``also`` (a run's data, ignored by git) beside its parts; without room for them, a call of its own follows."""
+    if not calls or (start is None and not also):
+        return calls
+    extra = sum(path_bytes(REPO / a) for a in also)
+    if extra > cap:
+        raise SystemExit(f"--with {' '.join(also)}: {extra / MIB:.1f} MiB, more than a call carries ({cap / MIB:.1f})")
+    last = calls[-1]
+    step = start if start is not None else last["install"]
+    if last["bytes"] + extra > cap:  # the paths and the step go in a call of their own
+        last["command"] = last["command"].removesuffix(f" && {last['install']}") if last["install"] else last["command"]
+        last["install"] = None
+        last = {"n": last["n"] + 1, "group": "with", "files": [], "bytes": 0, "expected": last["expected"],
+                "carry": None, "install": None, "command": f"echo \"call {last['n'] + 1}: {' '.join(also)}\""}  # fmt: skip
+        calls.append(last)
+    elif last["install"]:
+        last["command"] = last["command"].removesuffix(f" && {last['install']}")
+    last["install"], last["also"] = step, list(also)
+    last["bytes"] += extra
+    if step:
+        last["command"] += f" && {step}"
     return calls
 
 
@@ -148,6 +181,8 @@ def stage(calls: list[dict], only: bool) -> None:
             if d.name.startswith("redo-") == only:
                 shutil.rmtree(d)
     for c in calls:
+        if c["carry"] is None:  # a call of --with paths alone
+            continue
         dest = REPO / c["carry"]
         dest.mkdir(parents=True, exist_ok=True)
         for p in c["files"]:
@@ -179,6 +214,10 @@ def main() -> int:
     )
     ap.add_argument("--sft-parts", type=Path, default=REPO / SFT_PARTS, help="where the sft group's parts are")
     ap.add_argument("--no-install", action="store_true", help="no install_on_gpu.sh in the last call")
+    ap.add_argument("--start", help="the last call's step instead of the install (a hold script that installs itself)")
+    ap.add_argument(
+        "--with", dest="also", nargs="+", default=[], metavar="PATH", help="paths the last call carries too"
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if not args.parts.is_dir():
@@ -192,6 +231,7 @@ def main() -> int:
             f"--groups {args.groups}: unknown {sorted(set(groups) - set(GROUPS))}; valid: {', '.join(GROUPS)}"
         )
     calls = make_plan(args.parts, cap, args.only, args.gguf_first, not args.no_install, groups, args.sft_parts)
+    calls = last_step(calls, cap, args.start, args.also)
     total = sum(c["bytes"] for c in calls)
     if args.stage:
         stage(calls, bool(args.only))
@@ -213,8 +253,9 @@ def main() -> int:
         flag = ""
         if c["bytes"] + tree > TREE_LIMIT:
             flag, over = "  <-- OVER 64 MiB WITH THE WORKING TREE", True
+        carry = ",".join(filter(None, [c["carry"], *c["also"]]))
         print(
-            f"call {c['n']:2d}  {c['bytes'] / MIB:5.1f} MiB  carry={c['carry']}  {' '.join(p.name for p in c['files'])}{flag}"
+            f"call {c['n']:2d}  {c['bytes'] / MIB:5.1f} MiB  carry={carry}  {' '.join(p.name for p in c['files'])}{flag}"
         )
         if c["install"]:
             print(f"         then, same call (it returns at once): {c['install']}")
