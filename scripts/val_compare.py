@@ -83,6 +83,9 @@ def parse_arms(args: list[str]) -> tuple[list[str], dict[str, list[str]]]:
     return list(dict.fromkeys(names + [run for runs in arms.values() for run in runs])), arms
 
 
+VERDICTS = {"rescored": "the reward's current rules", "recorded": "the dumps' acc"}
+
+
 def rescored(runs: dict[str, dict[int, dict[str, dict]]]) -> None:
     """Every row's ``acc`` replaced by the current rules' verdict on its dumped text."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -103,9 +106,7 @@ def main(results: Path, args: list[str]) -> None:
     verdicts = "rescored" if "--rescored" in args else "recorded"
     if verdicts == "rescored":
         rescored(runs)
-    print(
-        f"verdicts: {verdicts}" + (" (the reward's current rules)" if verdicts == "rescored" else " (the dumps' acc)")
-    )
+    print(f"verdicts: {verdicts} ({VERDICTS[verdicts]})")
     table = []
     print(f"{'run':<16}{'step':>5}{'n':>6}{'acc':>8}{'s.e.':>7}{'exec/traj':>10}{'budget':>8}")
     for name, steps in runs.items():

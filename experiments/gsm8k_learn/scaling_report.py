@@ -187,7 +187,6 @@ def plot(
     plt.close(fig)
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
-    colours = {}
     for mode in dict.fromkeys(s["mode"] for s in summary):  # each mode: its runs, a line through each GPU count's mean
         mine = [s for s in summary if s["mode"] == mode]
         by_gpus = {
@@ -195,7 +194,6 @@ def plot(
             for g in sorted({s["gpus"] for s in mine})
         }
         (line,) = left.plot(list(by_gpus), list(by_gpus.values()), "o-" if len(by_gpus) > 1 else "o", label=mode)
-        colours[mode] = line.get_color()
         left.plot([s["gpus"] for s in mine], [s["trajectories_per_s"] for s in mine], "x", color=line.get_color())
     sync_one = [s["trajectories_per_s"] for s in summary if s["mode"] == "sync" and s["gpus"] == 1]
     gpus = sorted({s["gpus"] for s in summary})

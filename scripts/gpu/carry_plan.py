@@ -159,14 +159,12 @@ def last_step(calls: list[dict], cap: int, start: str | None, also: list[str]) -
         raise SystemExit(f"--with {' '.join(also)}: {extra / MIB:.1f} MiB, more than a call carries ({cap / MIB:.1f})")
     last = calls[-1]
     step = start if start is not None else last["install"]
+    if last["install"]:  # the step is added again below, to this call or to the one after it
+        last["command"], last["install"] = last["command"].removesuffix(f" && {last['install']}"), None
     if last["bytes"] + extra > cap:  # the paths and the step go in a call of their own
-        last["command"] = last["command"].removesuffix(f" && {last['install']}") if last["install"] else last["command"]
-        last["install"] = None
         last = {"n": last["n"] + 1, "group": "with", "files": [], "bytes": 0, "expected": last["expected"],
-                "carry": None, "install": None, "command": f"echo \"call {last['n'] + 1}: {' '.join(also)}\""}  # fmt: skip
+                "carry": None, "command": f"echo \"call {last['n'] + 1}: {' '.join(also)}\""}  # fmt: skip
         calls.append(last)
-    elif last["install"]:
-        last["command"] = last["command"].removesuffix(f" && {last['install']}")
     last["install"], last["also"] = step, list(also)
     last["bytes"] += extra
     if step:

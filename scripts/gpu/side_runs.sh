@@ -22,7 +22,7 @@ SIDE=${SIDE:-/tmp/side}
 case ${1:-} in
 start)
   mkdir -p "$SIDE/src"
-  tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$SIDE/src"
+  source scripts/gpu/hold_start.sh && snapshot_tree "$SIDE/src"
   # the code is copied now; with DELAY_S the runs start that much later (a trainer's vLLM starting first)
   (cd "$SIDE/src" && setsid nohup bash -c 'sleep "${DELAY_S:-0}"
     while [ -n "${WAIT_FOR:-}" ] && [ ! -e "$WAIT_FOR" ]; do sleep 10; done

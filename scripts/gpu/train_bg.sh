@@ -63,7 +63,7 @@ esac
 run=/tmp/runs/$name; src=$run/src
 mkdir -p "$src"
 rm -f "$run/rc"   # an earlier run's exit code under the same name must not read as this one's
-tar --exclude=./.whl-gpu --exclude=./.git --exclude=./.venv -cf - . | tar -xf - -C "$src"
+source scripts/gpu/hold_start.sh && snapshot_tree "$src"
 source "${LONGFLOW_ENV_FILE:-/tmp/longflow-env.sh}"   # LONGFLOW_ENV_FILE=/tmp/longflow-env-sglang.sh: the SGLang stack
 export PYTHONPATH=$src:$PYTHONPATH LONGFLOW_MODEL_PATH=${LONGFLOW_MODEL_PATH:-/tmp/longflow/qwen25-coder-0.5b-instruct}
 export PYTHONUNBUFFERED=1 VERL_FILE_LOGGER_PATH=$run/metrics.jsonl
