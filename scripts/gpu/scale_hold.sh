@@ -23,6 +23,12 @@
 #     colocate_async; GPUs 2-3 folding under colocate_async on 2 GPUs (G's workload).
 #   WAVES="D G H F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
 #     (install ~4 min, D ~8, G ~9, H ~9, F ~8: one 30-minute machine takes the install and two or three waves)
+# Waves I to M need 2 GPUs only (a 2-GPU machine; each comparison within one machine):
+#   I, side by side: A's two 1-GPU runs without validation (the 1-GPU baselines, on a machine without A's runs).
+#   J: colocate_async on 2 GPUs (D's first run).
+#   K, side by side: the folding workflow (G's workload) sync on GPU 0, colocate_async on GPU 1.
+#   L: folding under colocate_async on 2 GPUs.   M: folding sync on 2 GPUs.
+#   WAVES="K J L" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh
 # The carry: python3 scripts/gpu/carry_plan.py --stage --with outputs/data/gsm8k_learn outputs/data/gsm8k_code_verify
 #   --start 'WAVES="D G H" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh' (a tree without docs/).
 # Needs outputs/data/gsm8k_code_verify too for H (LONGFLOW_GSM8K_DIR=DIR: the two extensions.data.gsm8k lines of
@@ -44,7 +50,12 @@ runs_of() {  # WAVE: its runs' names
   F) echo sync_x2_16 colo_x2_16 ;;
   G) echo fold_sync_x1 fold_colo_x1 fold_sync_x2 ;;
   H) echo verify_sync_x1 verify_colo_x1 fold_colo_x2 ;;
-  *) echo "unknown wave $1 (A to H)" >&2; exit 2 ;;
+  I) echo sync_x1 colo_x1 ;;
+  J) echo colo_x2 ;;
+  K) echo fold_sync_x1 fold_colo_x1 ;;
+  L) echo fold_colo_x2 ;;
+  M) echo fold_sync_x2 ;;
+  *) echo "unknown wave $1 (A to M)" >&2; exit 2 ;;
   esac
 }
 RUNS=$(for wave in $WAVES; do runs_of "$wave"; done | tr '\n' ' ')
@@ -65,7 +76,9 @@ run) ;;
 esac
 source scripts/gpu/hold_start.sh
 hold_run_from_copy scale scripts/gpu/scale_hold.sh run
-hold_install 4
+gpus_needed=2   # waves I to M fit 2 GPUs; A to H use 4
+for wave in $WAVES; do case $wave in [A-H]) gpus_needed=4 ;; esac; done
+hold_install "$gpus_needed"
 common=(algorithm.adv_estimator=turn_grpo "trainer.total_training_steps=$STEPS" trainer.val_before_train=false
   +ray_kwargs.ray_init.include_dashboard=false)
 train() {  # NAME GPUS [overrides]: a run in the background on those GPUs, reading its own snapshot's files
@@ -111,6 +124,13 @@ for wave in $WAVES; do
   H) verify verify_sync_x1 0 +mode=sync
      verify verify_colo_x1 1 +mode=colocate_async
      fold fold_colo_x2 2,3 +gpus=x2 +mode=colocate_async ;;
+  I) train sync_x1 0 +gpus=x1 +mode=sync trainer.test_freq=-1
+     train colo_x1 1 +gpus=x1 +mode=colocate_async trainer.test_freq=-1 ;;
+  J) train colo_x2 0,1 +gpus=x2 +mode=colocate_async trainer.test_freq=-1 ;;
+  K) fold fold_sync_x1 0 +gpus=x1 +mode=sync
+     fold fold_colo_x1 1 +gpus=x1 +mode=colocate_async ;;
+  L) fold fold_colo_x2 0,1 +gpus=x2 +mode=colocate_async ;;
+  M) fold fold_sync_x2 0,1 +gpus=x2 +mode=sync ;;
   esac
   for n in $(runs_of "$wave"); do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
 done
