@@ -129,3 +129,23 @@ def test_missing_figures_read_as_dashes_and_bad_input_is_named(tmp_path: Path, c
     with pytest.raises(SystemExit):
         report.main([str(tmp_path), "colo", "--no-plots", "--drop-validated-lag", "colo_x1"])
     assert "--drop-validated-lag names ['colo_x1'], not among the runs ['colo']" in capsys.readouterr().err
+
+
+def test_a_run_of_another_result_is_named_by_its_folder(tmp_path: Path, capsys) -> None:
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir(), there.mkdir()
+    write_run(
+        there,
+        "colo1",
+        "+gpus=x1 +mode=colocate_async trainer.test_freq=2",
+        [step(30, 5, 9, 0.1, 99), step(8, 4, 9, 0.2, 2000)],
+    )
+    write_run(here, "colo2", "+gpus=x2 +mode=colocate_async", [step(30, 5, 9, 0.1, 99), step(8, 4, 9, 0.1, 2000)])
+    assert report.main([str(here), "../there/colo1", "colo2", "--no-plots", "--drop-validated-lag", "colo1"]) == 0
+    summary = {r["run"]: r for r in csv.DictReader((here / "summary.csv").read_text().splitlines())}
+    assert list(summary) == ["colo1", "colo2"] and summary["colo1"]["take_lag_s"] == ""  # its validated step dropped
+    assert float(summary["colo2"]["speedup_vs_mode_1gpu"]) == pytest.approx((256 / 8) / (128 / 8))
+    assert not (there / "summary.csv").exists()  # everything is written to RESULTS
+    with pytest.raises(SystemExit):
+        report.main([str(here), "../there/colo1", "colo1", "--no-plots"])
+    assert "two runs share a folder name: ['../there/colo1', 'colo1']" in capsys.readouterr().err

@@ -271,6 +271,7 @@ def test_compute_metrics_hook_adds_longflow_keys(v1, advantages) -> None:
     ours = {k: v for k, v in metrics.items() if k.startswith("longflow/")}
     rows = [f.get("extras") for f in fetch(v1, "extra_fields")["extra_fields"]]
     assert ours.pop("longflow/actor_optimizer_steps") == 1.0  # 10 rows, verl's default 256 x n=2 rows a step
+    assert ours.pop("longflow/batch/padding_rows") == 0.0  # the fixture's batch is not upsampled
     sampled_at = last_sample_returned_at()  # the fixture's real ReplayBuffer.sample, timed by the hook
     assert ours == longflow_metrics(rows, sampled_at=sampled_at)
     finished = max(row["finished_at"] for row in rows if row is not None)
@@ -318,9 +319,23 @@ def test_actor_optimizer_steps_count_rows_not_trajectories(v1, advantages, caplo
         "takes 6 optimizer steps this training step instead of 4 (one per ppo_mini_batch_size=2 x rollout.n=2 "
         "rows, x ppo_epochs=2). Each step moves the weights, on rows of zero advantage too (AdamW's momentum). "
         "For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to data.train_batch_size x "
-        "the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100). longflow/actor_optimizer_steps "
-        "logs the count every step."
+        "the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100); verl then pads each batch to "
+        "that many rows with no-op rows, which cost actor time (longflow/batch/padding_rows). "
+        "longflow/actor_optimizer_steps logs the count every step."
     ]
+
+
+def test_padding_rows_are_counted_and_are_no_trajectories(v1) -> None:
+    """verl's upsampling (``upsample_batch_to_divisible_size``) appends rows tagged ``is_padding``: they are
+    counted in longflow/batch/padding_rows and in the mini-batches, never as trajectories."""
+    from extensions.verl_compat import trainer_hooks
+
+    keys = list(v1.meta.keys) + [f"pad{'0' * 32}_{i}_0" for i in range(6)]
+    tags = [dict(tag) for tag in v1.meta.tags] + [{"is_padding": True} for _ in range(6)]
+    padded = SimpleNamespace(keys=keys, tags=tags)  # the two fields of KVBatchMeta the count reads
+    metrics = trainer_hooks.actor_optimizer_steps(v1.trainer, padded)
+    assert metrics == {"longflow/batch/padding_rows": 6.0, "longflow/actor_optimizer_steps": 1.0}
+    assert trainer_hooks.real_keys(padded) == list(v1.meta.keys)
 
 
 def test_val_metrics_hook_adds_longflow_val_keys(v1) -> None:

@@ -16,6 +16,8 @@ named; ``x mode 1 GPU`` over the mean of the run's own mode's 1-GPU runs (weak s
 ``--drop-validated-lag RUN,RUN``: in runs from before commit ec9275b the hook timed a validation's sample, not the
 step's, so a step of those runs that validated (every ``trainer.test_freq``-th, and the last) gets no ``take_lag_s``.
 GPUs are the trainer's (``trainer.n_gpus_per_node x trainer.nnodes``) plus, for ``separate_async``, the rollout's.
+A RUN may be a path from RESULTS to a run of another result (``../long-tail-scaling-h200x4/colo_x1``): it is named
+by its folder, and ``--drop-validated-lag`` takes that name.
 Needs matplotlib (``pip install -e '.[plots]'``).
 """
 
@@ -224,10 +226,13 @@ def main(argv: list[str] | None = None) -> int:
         "--drop-validated-lag", default="", metavar="RUN,RUN", help="these runs' validated steps get no take_lag_s"
     )
     args = ap.parse_args(argv)
+    names = {Path(run).name: run for run in args.runs}  # a run of another result is named by its folder
+    if len(names) < len(args.runs):
+        ap.error(f"two runs share a folder name: {args.runs}")
     old = set(filter(None, args.drop_validated_lag.split(",")))
-    if old - set(args.runs):
-        ap.error(f"--drop-validated-lag names {sorted(old - set(args.runs))}, not among the runs {args.runs}")
-    runs = {name: read_steps(args.results / name, name in old) for name in args.runs}
+    if old - set(names):
+        ap.error(f"--drop-validated-lag names {sorted(old - set(names))}, not among the runs {list(names)}")
+    runs = {name: read_steps(args.results / run, name in old) for name, run in names.items()}
     write_csv(args.results / "steps.csv", [row for rows in runs.values() for row in rows])
     summary = summarise(runs, args.first)
     write_csv(args.results / "summary.csv", summary)

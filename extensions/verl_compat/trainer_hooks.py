@@ -234,7 +234,9 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
     ``engine_workers.py``'s ``total_num_iterations``). A folded trajectory is a row per segment, so folding
     multiplies this unless ``ppo_mini_batch_size`` grows with the segments (docs/results/ledger-fold-grpo30-h100:
     207 steps in 30, and folding fell from 126/128 to 94/128). The first step where trajectories of several rows
-    add optimizer steps logs a warning that says how to have one."""
+    add optimizer steps logs a warning that says how to have one. ``longflow/batch/padding_rows`` counts the
+    no-op rows verl added (128 tokens each, which the actor still runs forward and backward on:
+    docs/results/folding-scaling-h200x2 measured 56 % of a folding step's tokens)."""
     config = trainer.config.actor_rollout_ref
     per_step = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
     epochs = int(config.actor.ppo_epochs)
@@ -249,8 +251,9 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
             "actor takes %d optimizer steps this training step instead of %d (one per ppo_mini_batch_size=%d x "
             "rollout.n=%d rows, x ppo_epochs=%d). Each step moves the weights, on rows of zero advantage too "
             "(AdamW's momentum). For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to "
-            "data.train_batch_size x the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100). "
-            "longflow/actor_optimizer_steps logs the count every step.",
+            "data.train_batch_size x the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100); verl "
+            "then pads each batch to that many rows with no-op rows, which cost actor time "
+            "(longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step.",
             trajectories,
             len(real),
             steps,
@@ -259,7 +262,10 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
             int(config.rollout.n),
             epochs,
         )
-    return {"longflow/actor_optimizer_steps": float(steps)}
+    return {
+        "longflow/actor_optimizer_steps": float(steps),
+        "longflow/batch/padding_rows": float(len(batch.keys) - len(real)),
+    }
 
 
 def _hook_val_metrics(trainer: type) -> None:

@@ -23,11 +23,13 @@
 #     colocate_async; GPUs 2-3 folding under colocate_async on 2 GPUs (G's workload).
 #   WAVES="D G H F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
 #     (install ~4 min, D ~8, G ~9, H ~9, F ~8: one 30-minute machine takes the install and two or three waves)
-# Waves I to M need 2 GPUs only (a 2-GPU machine; each comparison within one machine):
+# Waves I to N need 2 GPUs only (a 2-GPU machine; each comparison within one machine):
 #   I, side by side: A's two 1-GPU runs without validation (the 1-GPU baselines, on a machine without A's runs).
 #   J: colocate_async on 2 GPUs (D's first run).
 #   K, side by side: the folding workflow (G's workload) sync on GPU 0, colocate_async on GPU 1.
 #   L: folding under colocate_async on 2 GPUs.   M: folding sync on 2 GPUs.
+#   N, side by side: folding's mini-batch (docs/results/folding-scaling-h200x2: verl pads each batch to
+#     ppo_mini_batch_size x 8 rows): sync on 1 GPU at the preset's 192 (GPU 0) and at 32 (GPU 1).
 #   WAVES="K J L" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh
 # The carry: python3 scripts/gpu/carry_plan.py --stage --with outputs/data/gsm8k_learn outputs/data/gsm8k_code_verify
 #   --start 'WAVES="D G H" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh' (a tree without docs/).
@@ -55,7 +57,8 @@ runs_of() {  # WAVE: its runs' names
   K) echo fold_sync_x1 fold_colo_x1 ;;
   L) echo fold_colo_x2 ;;
   M) echo fold_sync_x2 ;;
-  *) echo "unknown wave $1 (A to M)" >&2; exit 2 ;;
+  N) echo fold_mb192 fold_mb32 ;;
+  *) echo "unknown wave $1 (A to N)" >&2; exit 2 ;;
   esac
 }
 RUNS=$(for wave in $WAVES; do runs_of "$wave"; done | tr '\n' ' ')
@@ -76,7 +79,7 @@ run) ;;
 esac
 source scripts/gpu/hold_start.sh
 hold_run_from_copy scale scripts/gpu/scale_hold.sh run
-gpus_needed=2   # waves I to M fit 2 GPUs; A to H use 4
+gpus_needed=2   # waves I to N fit 2 GPUs; A to H use 4
 for wave in $WAVES; do case $wave in [A-H]) gpus_needed=4 ;; esac; done
 hold_install "$gpus_needed"
 common=(algorithm.adv_estimator=turn_grpo "trainer.total_training_steps=$STEPS" trainer.val_before_train=false
@@ -131,6 +134,8 @@ for wave in $WAVES; do
      fold fold_colo_x1 1 +gpus=x1 +mode=colocate_async ;;
   L) fold fold_colo_x2 0,1 +gpus=x2 +mode=colocate_async ;;
   M) fold fold_sync_x2 0,1 +gpus=x2 +mode=sync ;;
+  N) fold fold_mb192 0 +gpus=x1 +mode=sync
+     fold fold_mb32 1 +gpus=x1 +mode=sync actor_rollout_ref.actor.ppo_mini_batch_size=32 ;;
   esac
   for n in $(runs_of "$wave"); do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
 done
