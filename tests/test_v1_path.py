@@ -388,3 +388,21 @@ def test_val_metrics_of_a_labelled_data_source_are_reported_apart(v1) -> None:
         "val-core/longflow/ledger",
         "val-core/longflow/ledger@truncated",
     }
+
+
+def test_the_advantage_step_reads_only_real_rows_of_a_padded_batch(v1, monkeypatch) -> None:
+    """verl's real upsampling pads the 10 rows to 16 with deep copies of the first row (its records included);
+    the advantage rows are the unpadded batch's with None for each padding row, read without the copies."""
+    from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
+
+    from extensions.verl_compat import trainer_hooks
+
+    unpadded = trainer_hooks._v1_advantage_rows(v1.meta)
+    padded = upsample_batch_to_divisible_size(v1.meta, 16, v1.tokenizer.eos_token_id)
+    assert len(padded.keys) == 16 and sum(tag.get("is_padding", False) for tag in padded.tags) == 6
+    asked: list[list[str]] = []
+    real_get = tq.kv_batch_get
+    monkeypatch.setattr(tq, "kv_batch_get", lambda keys, **kw: asked.append(list(keys)) or real_get(keys=keys, **kw))
+    rows = trainer_hooks._v1_advantage_rows(padded)
+    assert rows == unpadded + [None] * 6
+    assert asked == [list(v1.meta.keys)]
