@@ -1,14 +1,15 @@
 """The driver's share of a verl v1 training step on a folding-shaped batch, by ``ppo_mini_batch_size``.
 
-    python -m benchmarks.v1_padding [--trajectories 128] [--gpus 1] [--mini-batch 192 24] [--json OUT.json]
+    python -m benchmarks.v1_padding [--trajectories 128] [--gpus 1] [--mini-batch 192 24] [--repeat 3] [--json OUT.json]
 
 verl 0.9.1's v1 trainer pads every batch to a multiple of ``ppo_mini_batch_size x rollout.n`` rows
 (``upsample_batch_to_divisible_size``: deep copies of the first row, put into TransferQueue). Folding's presets
 set the mini-batch to the batch's most possible segments (one optimizer step a training step), so ~160 real rows
 become 1,536 (docs/results/folding-scaling-h200x2). This runs verl's real ``_balance_batch`` (the padding and the
 sequence-length balancing), ``_compute_advantage`` (GRPO, with the pack's hooks: segment weights, checks) and
-``_compute_metrics`` on one batch in a real TransferQueue on this CPU, once per mini-batch size, and prints
-seconds for each. Rows are shaped as the flagged-ledger runs': 1-3 segments a trajectory (mean ~1.2), prompts of
+``_compute_metrics`` on batches in a real TransferQueue on this CPU, for each mini-batch size, and prints
+the median seconds of ``--repeat`` batches for each. Rows are shaped as the flagged-ledger runs': 1-3 segments a
+trajectory (1.27 on average at 128 trajectories), prompts of
 389-790 tokens, responses up to 1,248, a page of tool output a turn. The actor's time on the padding rows (GPU) is
 not measured here.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import statistics
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -29,6 +31,7 @@ from extensions.qwen_tokenizer import cached_qwen_model_dir
 from extensions.verl_config import compose_verl_config
 
 N = 8  # rollout.n, as the runs
+PHASES = ("balance_s", "adv_s", "metrics_s")
 PAGE = "T00001 | day 1 | ACC-122F | deposit | 13 | repairs 9687 Contoso ref 726576\n" * 4
 
 
@@ -163,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trajectories", type=int, default=128, help="a GPU's trajectories a step (16 prompts x 8)")
     ap.add_argument("--gpus", type=int, default=1, help="data-parallel ranks: the batch and mini-batch grow with them")
     ap.add_argument("--mini-batch", type=int, nargs="+", default=[192, 24], help="ppo_mini_batch_size a GPU")
+    ap.add_argument("--repeat", type=int, default=3, help="batches a mini-batch size; the median is printed")
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     import ray
@@ -171,7 +175,10 @@ def main(argv: list[str] | None = None) -> int:
     ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
     try:
         tq.init()
-        results = [measure(args.trajectories, args.gpus, m, f"train{i}") for i, m in enumerate(args.mini_batch)]
+        results = []
+        for m in args.mini_batch:  # the first batch of a process also pays for imports and warm-up: in the spread
+            runs = [measure(args.trajectories, args.gpus, m, f"train{m}_{r}") for r in range(args.repeat)]
+            results.append(runs[0] | {k: statistics.median(run[k] for run in runs) for k in PHASES})
     finally:
         try:
             tq.close()

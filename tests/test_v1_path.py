@@ -320,22 +320,9 @@ def test_actor_optimizer_steps_count_rows_not_trajectories(v1, advantages, caplo
         "rows, x ppo_epochs=2). Each step moves the weights, on rows of zero advantage too (AdamW's momentum). "
         "For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to data.train_batch_size x "
         "the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100); verl then pads each batch to "
-        "that many rows with no-op rows, which cost actor time (longflow/batch/padding_rows). "
-        "longflow/actor_optimizer_steps logs the count every step."
+        "a multiple of ppo_mini_batch_size x rollout.n rows with no-op rows, which cost actor time "
+        "(longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step."
     ]
-
-
-def test_padding_rows_are_counted_and_are_no_trajectories(v1) -> None:
-    """verl's upsampling (``upsample_batch_to_divisible_size``) appends rows tagged ``is_padding``: they are
-    counted in longflow/batch/padding_rows and in the mini-batches, never as trajectories."""
-    from extensions.verl_compat import trainer_hooks
-
-    keys = list(v1.meta.keys) + [f"pad{'0' * 32}_{i}_0" for i in range(6)]
-    tags = [dict(tag) for tag in v1.meta.tags] + [{"is_padding": True} for _ in range(6)]
-    padded = SimpleNamespace(keys=keys, tags=tags)  # the two fields of KVBatchMeta the count reads
-    metrics = trainer_hooks.actor_optimizer_steps(v1.trainer, padded)
-    assert metrics == {"longflow/batch/padding_rows": 6.0, "longflow/actor_optimizer_steps": 1.0}
-    assert trainer_hooks.real_keys(padded) == list(v1.meta.keys)
 
 
 def test_val_metrics_hook_adds_longflow_val_keys(v1) -> None:
@@ -390,19 +377,26 @@ def test_val_metrics_of_a_labelled_data_source_are_reported_apart(v1) -> None:
     }
 
 
-def test_the_advantage_step_reads_only_real_rows_of_a_padded_batch(v1, monkeypatch) -> None:
-    """verl's real upsampling pads the 10 rows to 16 with deep copies of the first row (its records included);
-    the advantage rows are the unpadded batch's with None for each padding row, read without the copies."""
+def test_padding_rows_are_counted_and_never_read_as_trajectories(v1, monkeypatch) -> None:
+    """verl's real upsampling pads the 10 rows to 16 with deep copies of the first row (its records included),
+    and balancing interleaves them: longflow/batch/padding_rows counts 6, and the advantage rows are the unpadded
+    batch's, in the batch's order, None for each padding row, read without the copies."""
     from verl.trainer.ppo.padding_utils import upsample_batch_to_divisible_size
 
     from extensions.verl_compat import trainer_hooks
 
-    unpadded = trainer_hooks._v1_advantage_rows(v1.meta)
+    unpadded = dict(zip(v1.meta.keys, trainer_hooks._v1_advantage_rows(v1.meta), strict=True))
     padded = upsample_batch_to_divisible_size(v1.meta, 16, v1.tokenizer.eos_token_id)
-    assert len(padded.keys) == 16 and sum(tag.get("is_padding", False) for tag in padded.tags) == 6
-    asked: list[list[str]] = []
-    real_get = tq.kv_batch_get
-    monkeypatch.setattr(tq, "kv_batch_get", lambda keys, **kw: asked.append(list(keys)) or real_get(keys=keys, **kw))
-    rows = trainer_hooks._v1_advantage_rows(padded)
-    assert rows == unpadded + [None] * 6
-    assert asked == [list(v1.meta.keys)]
+    try:
+        padded.reorder([i for pair in zip(range(10, 16), range(6), strict=True) for i in pair] + list(range(6, 10)))
+        assert [tag.get("is_padding", False) for tag in padded.tags] == [True, False] * 6 + [False] * 4
+        metrics = trainer_hooks.actor_optimizer_steps(v1.trainer, padded)
+        assert metrics == {"longflow/batch/padding_rows": 6.0, "longflow/actor_optimizer_steps": 1.0}
+        asked: list[list[str]] = []
+        get = tq.kv_batch_get
+        monkeypatch.setattr(tq, "kv_batch_get", lambda keys, **kw: asked.append(list(keys)) or get(keys=keys, **kw))
+        rows = trainer_hooks._v1_advantage_rows(padded)
+        assert rows == [unpadded.get(key) for key in padded.keys]
+        assert asked == [[key for key in padded.keys if key in unpadded]]
+    finally:
+        tq.kv_clear(keys=[k for k in padded.keys if k not in unpadded], partition_id=padded.partition_id)

@@ -2,7 +2,7 @@
 
     python experiments/gsm8k_learn/scaling_report.py RESULTS RUN [RUN ...] [--drop-validated-lag RUN,RUN] [--title TEXT]
 
-Runs of experiments/ledger_folding (scale_hold.sh's wave G) read the same way: its ``gpus/`` presets also give 16
+Runs of experiments/ledger_folding (scale_hold.sh's waves G, K to N) read the same way: its ``gpus/`` presets also give 16
 prompts a GPU, and a trajectory is counted once however many segments it folded into.
 
 Each ``RESULTS/RUN`` holds verl's ``metrics.jsonl`` and the run's ``command.txt`` (GPUs, batch and mode are read

@@ -85,7 +85,11 @@ def _v1_advantage_rows(batch: Any) -> Rows:
     """Each row's ``extras`` for the advantage step; verl's padding rows (``tag["is_padding"]``, copies of the
     first row's records) are None, so they count as no trajectory. Only the real rows are read: a folding batch
     can be 90 % padding (docs/results/folding-scaling-h200x2)."""
-    real = iter(_tq_rows(batch, real_keys(batch)))
+    keys = real_keys(batch)
+    rows = _tq_rows(batch, keys)
+    if len(rows) != len(keys):
+        raise ValueError(f"TransferQueue returned {len(rows)} rows for the batch's {len(keys)} real keys")
+    real = iter(rows)
     return [None if tag.get("is_padding", False) else next(real) for tag in batch.tags]
 
 
@@ -237,7 +241,7 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
     207 steps in 30, and folding fell from 126/128 to 94/128). The first step where trajectories of several rows
     add optimizer steps logs a warning that says how to have one. ``longflow/batch/padding_rows`` counts the
     no-op rows verl added (128 tokens each, which the actor still runs forward and backward on:
-    docs/results/folding-scaling-h200x2 measured 56 % of a folding step's tokens)."""
+    docs/results/folding-scaling-h200x2 measured 50-59 % of a folding step's tokens)."""
     config = trainer.config.actor_rollout_ref
     per_step = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
     epochs = int(config.actor.ppo_epochs)
@@ -253,7 +257,8 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
             "rollout.n=%d rows, x ppo_epochs=%d). Each step moves the weights, on rows of zero advantage too "
             "(AdamW's momentum). For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to "
             "data.train_batch_size x the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100); verl "
-            "then pads each batch to that many rows with no-op rows, which cost actor time "
+            "then pads each batch to a multiple of ppo_mini_batch_size x rollout.n rows with no-op rows, which cost "
+            "actor time "
             "(longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step.",
             trajectories,
             len(real),

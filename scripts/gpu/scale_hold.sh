@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU machine, on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H) or 2-GPU machine (I-N), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -7,7 +7,7 @@
 #   B: sync on all 4 GPUs (64 x 8).
 #   C, side by side: A's 1-GPU runs with a second seed (data.seed=2, rollout.seed=43), validated, and
 #     separate_async on GPUs 2-3 (1 trainer GPU + 1 rollout GPU), validated too.
-#   D, side by side (not run yet): GPUs 0-1 colocate_async on 2 GPUs, GPUs 2-3 sync on 2 GPUs.
+#   D, side by side: GPUs 0-1 colocate_async on 2 GPUs (run as wave J), GPUs 2-3 sync on 2 GPUs (not run yet).
 #   E: colocate_async on all 4 GPUs.
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh               # install, then waves A and B
 #   WAVES="C E" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh   # install ~4 min, C ~10, E ~8;
@@ -62,6 +62,9 @@ runs_of() {  # WAVE: its runs' names
   esac
 }
 RUNS=$(for wave in $WAVES; do runs_of "$wave"; done | tr '\n' ' ')
+# shellcheck disable=SC2086
+twice=$(printf '%s\n' $RUNS | sort | uniq -d | xargs)
+[ -z "$twice" ] || { echo "WAVES=\"$WAVES\" run $twice twice (/tmp/runs/NAME): run those waves on separate machines" >&2; exit 2; }
 case ${1:-run} in
 status)
   sleep "${2:-0}"
