@@ -133,20 +133,20 @@ def trainer(qwen_dir: Path, trajectories: int, gpus: int, mini_batch: int) -> An
     return made
 
 
-def measure(trajectories: int, gpus: int, mini_batch: int, partition: str) -> dict[str, float]:
+def measure(step: Any, rows: tuple[list, list, list], partition: str) -> dict[str, float]:
+    """One batch of ``rows`` through ``step``'s padding, advantage and metrics steps, each timed."""
     import transfer_queue as tq
     from verl.utils.tensordict_utils import list_of_dict_to_tensordict
 
-    keys, fields, tags = folding_rows(trajectories * gpus)
+    keys, fields, tags = rows
     for start in range(0, len(keys), 64):  # the workers put a few trajectories at a time
         part = slice(start, start + 64)
         tq.kv_batch_put(
             keys=keys[part], partition_id=partition, fields=list_of_dict_to_tensordict(fields[part]), tags=tags[part]
         )
-    step = trainer(cached_qwen_model_dir(), trajectories * gpus, gpus, mini_batch * gpus)
-    batch = tq.KVBatchMeta(partition_id=partition, keys=keys, tags=tags)
+    batch = tq.KVBatchMeta(partition_id=partition, keys=keys, tags=tags)  # it copies the tags; reorder rebinds
     metrics: dict[str, Any] = {}
-    figures = {"mini_batch": mini_batch * gpus, "rows": len(keys)}
+    figures = {"mini_batch": int(step.config.actor_rollout_ref.actor.ppo_mini_batch_size), "rows": len(keys)}
     started = time.perf_counter()
     batch = step._balance_batch(batch, metrics=metrics)
     figures["padded_rows"] = len(batch.keys)
@@ -175,9 +175,12 @@ def main(argv: list[str] | None = None) -> int:
     ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
     try:
         tq.init()
+        trajectories = args.trajectories * args.gpus
+        rows = folding_rows(trajectories)  # the same batch for every mini-batch size and repeat
         results = []
         for m in args.mini_batch:  # the first batch of a process also pays for imports and warm-up: in the spread
-            runs = [measure(args.trajectories, args.gpus, m, f"train{m}_{r}") for r in range(args.repeat)]
+            step = trainer(cached_qwen_model_dir(), trajectories, args.gpus, m * args.gpus)
+            runs = [measure(step, rows, f"train{m}_{r}") for r in range(args.repeat)]
             results.append(runs[0] | {k: statistics.median(run[k] for run in runs) for k in PHASES})
     finally:
         try:
