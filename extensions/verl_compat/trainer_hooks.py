@@ -258,8 +258,7 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
             "(AdamW's momentum). For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to "
             "data.train_batch_size x the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100); verl "
             "then pads each batch to a multiple of ppo_mini_batch_size x rollout.n rows with no-op rows, which cost "
-            "actor time "
-            "(longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step.",
+            "actor time (longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step.",
             trajectories,
             len(real),
             steps,
