@@ -20,7 +20,7 @@
 #     GPU 0 sync on 1 GPU, GPU 1 colocate_async on 1 GPU, GPUs 2-3 sync on 2 GPUs.
 #   H, side by side (not run yet), the long_workflow loop with python_exec and a user (experiments/gsm8k_code_verify,
 #     the code-verify user; 16 prompts x 8, two actor updates a step, STEPS steps, no validation): GPU 0 sync, GPU 1
-#     colocate_async; GPUs 2-3 folding under colocate_async on 2 GPUs (G's workload).
+#     colocate_async, GPUs 2-3 separate_async (1 trainer GPU + 1 rollout GPU): the loop in all three modes.
 #   WAVES="D G H F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
 #     (install ~4 min, D ~8, G ~9, H ~9, F ~8: one 30-minute machine takes the install and two or three waves)
 # Waves I to N need 2 GPUs only (a 2-GPU machine; each comparison within one machine):
@@ -32,7 +32,7 @@
 #     ppo_mini_batch_size x 8 rows): sync on 1 GPU at the preset's 192 (GPU 0) and at 32 (GPU 1).
 #   WAVES="K J L" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh
 # The carry: python3 scripts/gpu/carry_plan.py --stage --with outputs/data/gsm8k_learn outputs/data/gsm8k_code_verify
-#   --start 'WAVES="D G H" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh' (a tree without docs/).
+#   --start 'WAVES="H F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh' (a tree without docs/).
 # Needs outputs/data/gsm8k_code_verify too for H (LONGFLOW_GSM8K_DIR=DIR: the two extensions.data.gsm8k lines of
 # experiments/gsm8k_code_verify/run.sh).
 #   OUT=$OUT bash scripts/gpu/scale_hold.sh status [SECONDS]       # progress, each run's weight-sync socket (two runs
@@ -51,7 +51,7 @@ runs_of() {  # WAVE: its runs' names
   E) echo colo_x4 ;;
   F) echo sync_x2_16 colo_x2_16 ;;
   G) echo fold_sync_x1 fold_colo_x1 fold_sync_x2 ;;
-  H) echo verify_sync_x1 verify_colo_x1 fold_colo_x2 ;;
+  H) echo verify_sync_x1 verify_colo_x1 verify_sep_x1 ;;
   I) echo sync_x1 colo_x1 ;;
   J) echo colo_x2 ;;
   K) echo fold_sync_x1 fold_colo_x1 ;;
@@ -129,7 +129,7 @@ for wave in $WAVES; do
      fold fold_sync_x2 2,3 +gpus=x2 +mode=sync ;;
   H) verify verify_sync_x1 0 +mode=sync
      verify verify_colo_x1 1 +mode=colocate_async
-     fold fold_colo_x2 2,3 +gpus=x2 +mode=colocate_async ;;
+     verify verify_sep_x1 2,3 +mode=separate_async ;;
   I) train sync_x1 0 +gpus=x1 +mode=sync trainer.test_freq=-1
      train colo_x1 1 +gpus=x1 +mode=colocate_async trainer.test_freq=-1 ;;
   J) train colo_x2 0,1 +gpus=x2 +mode=colocate_async trainer.test_freq=-1 ;;
