@@ -84,3 +84,25 @@ def entry_interactions(entry: dict[str, Any], resolve: Callable[[str], Path | No
         return load_interactions(str(file)) if file else {}
     except LongflowError:
         return {}
+
+
+ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
+VERL_DEFAULT_ATTN = "flash_attention_2"  # verl/workers/config/model.py: override_config.get("attn_implementation", ...)
+
+
+def attention_problem(cfg: Any, where: str) -> str | None:
+    """The problem with the actor's attention implementation, or None: verl asks transformers for FlashAttention-2
+    unless the config names another, and without the ``flash_attn`` package every worker dies loading the model
+    (``ImportError: FlashAttention2 has been toggled on, but it cannot be used``), minutes into the run. flash-attn
+    has no wheel on PyPI for the pack's GPU stack, so the pack's experiments set sdpa."""
+    import importlib.util
+
+    override = cfg.actor_rollout_ref.model.get("override_config") or {}
+    implementation = str(override.get("attn_implementation", VERL_DEFAULT_ATTN))
+    if not implementation.startswith("flash_attention") or importlib.util.find_spec("flash_attn") is not None:
+        return None
+    shown = "verl's default " if "attn_implementation" not in override else ""
+    return (
+        f"{where}: {ATTN_KEY} is {shown}{implementation!r}, which needs the flash_attn package, and it is not "
+        f"installed here (the actor would fail to load); set {ATTN_KEY}=sdpa or install flash-attn"
+    )

@@ -47,7 +47,7 @@ def test_bad_experiment_reports_every_problem(tmp_path):
     (tmp_path / "loops.yaml").write_text(BAD_LOOPS)
     (exp / "config.yaml").write_text(
         "hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults: [ppo_trainer, _self_]\n"
-        "actor_rollout_ref:\n  rollout:\n    name: vllm\n"
+        "actor_rollout_ref:\n  model: {override_config: {attn_implementation: sdpa}}\n  rollout:\n    name: vllm\n"
         "    multi_turn: {format: nosuch, tool_config_path: no/tools.yaml}\n"
         f"    agent: {{agent_loop_config_path: {tmp_path / 'loops.yaml'}, default_agent_loop: nosuch_loop}}\n"
         "reward:\n  custom_reward_function:\n    path: pkg://extensions.custom_rewards\n    name: compute_score\n"
@@ -133,6 +133,7 @@ def test_unknown_advantage_estimator_lists_the_registered_ones(tmp_path):
     (exp / "config.yaml").write_text(
         "hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults: [ppo_trainer, _self_]\n"
         "algorithm: {adv_estimator: turn_gpro}\n"
+        "actor_rollout_ref: {model: {override_config: {attn_implementation: sdpa}}}\n"
     )
     problems = check_file(exp / "config.yaml")
     assert problems == [
@@ -163,7 +164,8 @@ def test_a_validation_that_offers_an_oracle_tool_is_rejected(tmp_path):
     loops = ROOT / "experiments" / "gsm8k_code_verify" / "agent_loops.yaml"  # long_workflow: no tool_selection
     body = (
         "hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults: [ppo_trainer, _self_]\n"
-        "actor_rollout_ref:\n  rollout:\n    multi_turn: {tool_config_path: %s}\n"
+        "actor_rollout_ref:\n  model: {override_config: {attn_implementation: sdpa}}\n"
+        "  rollout:\n    multi_turn: {tool_config_path: %s}\n"
         "    agent: {default_agent_loop: long_workflow, agent_loop_config_path: %s}\n"
         "trainer: {val_before_train: %s, test_freq: -1}\n"
     )

@@ -67,7 +67,7 @@ bg)
     ;;
 status)
     grep -E "^(== |   exit|\| |Greedy|started|then|engines done|step:)" /tmp/engines/console.log 2>/dev/null | cut -c1-300
-    grep -E "^step:[0-9]+ " /tmp/runs/sglang_train/console.log 2>/dev/null | tail -n 1 | cut -c1-400
+    grep -aoE "step:[0-9]+ - .*" /tmp/runs/sglang_train/console.log 2>/dev/null | tail -n 1 | cut -c1-400
     tail -n 2 /tmp/engines/console.log 2>/dev/null | cut -c1-300
     if [ -n "${OUT:-}" ]; then
         files=(/tmp/engines)

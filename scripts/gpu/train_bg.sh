@@ -24,7 +24,7 @@ if [ "${1:-}" = --status ]; then   # --status SECONDS NAME...: wait until every 
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
   for n in "$@"; do
     d=/tmp/runs/$n
-    last=$(grep -E "^step:[0-9]+ " "$d/console.log" 2>/dev/null | tail -n 1)
+    last=$(grep -aoE "step:[0-9]+ - .*" "$d/console.log" 2>/dev/null | tail -n 1)
     echo "$n: $(grep -oE '^step:[0-9]+' <<< "$last") $(grep -oE 'timing_s/step:[0-9.]+' <<< "$last")" \
       "$(grep -oE 'critic/score/mean:[-0-9.]+' <<< "$last")" \
       "$(grep -oE "val-core/[^ @]*/acc/mean@1:[^ ]*" "$d/console.log" 2>/dev/null | tail -n 1)" \
@@ -40,7 +40,7 @@ fi
 if [ "${1:-}" = --wait ]; then
   name=$2; deadline=$(( $(date +%s) + $3 )); dir=/tmp/runs/$name
   while [ ! -f "$dir/rc" ] && [ "$(date +%s)" -lt "$deadline" ]; do sleep 15; done
-  grep -E "^step:[0-9]+ " "$dir/console.log" | tail -n 2 | cut -c1-900
+  grep -aoE "step:[0-9]+ - .*" "$dir/console.log" | tail -n 2 | cut -c1-900
   grep -oE "val-core/[^ ]*acc/mean@1:[^ ]*" "$dir/console.log" | tail -n 3   # labelled sources (VAL_ALSO) too
   grep -ciE "Traceback|Error" "$dir/console.log" | sed 's/^/error lines: /'
   [ -f "$dir/rc" ] && echo "exit code: $(cat "$dir/rc")" || echo "still running"
