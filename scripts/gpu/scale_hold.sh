@@ -18,7 +18,7 @@
 #   G, side by side (not run yet), the folding workflow at scale (experiments/ledger_folding, VARIANT=fold, the
 #     flagged ledgers in a 2K window, its gpus/ presets, FOLD_STEPS (6) steps, no validation: throughput only):
 #     GPU 0 sync on 1 GPU, GPU 1 colocate_async on 1 GPU, GPUs 2-3 sync on 2 GPUs.
-#   H, side by side (not run yet), the long_workflow loop with python_exec and a user (experiments/gsm8k_code_verify,
+#   H, side by side (run with STEPS=8 to step 4: docs/results/long-workflow-modes-h200x4), the long_workflow loop with python_exec and a user (experiments/gsm8k_code_verify,
 #     the code-verify user; 16 prompts x 8, two actor updates a step, STEPS steps, no validation): GPU 0 sync, GPU 1
 #     colocate_async, GPUs 2-3 separate_async (1 trainer GPU + 1 rollout GPU): the loop in all three modes.
 #   WAVES="D G H F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
