@@ -1,17 +1,19 @@
 """The driver's share of a verl v1 training step on a folding-shaped batch, by ``ppo_mini_batch_size``.
 
-    python -m benchmarks.v1_padding [--trajectories 128] [--gpus 1] [--mini-batch 192 24] [--repeat 3] [--json OUT.json]
+    python -m benchmarks.v1_padding [--trajectories 128] [--gpus 1] [--mini-batch 192 24] [--padding-row-tokens 128 0]
+        [--repeat 3] [--json OUT.json]
 
 verl 0.9.1's v1 trainer pads every batch to a multiple of ``ppo_mini_batch_size x rollout.n`` rows
 (``upsample_batch_to_divisible_size``: deep copies of the first row, put into TransferQueue). Folding's presets
 set the mini-batch to the batch's most possible segments (one optimizer step a training step), so ~160 real rows
 become 1,536 (docs/results/folding-scaling-h200x2). This runs verl's real ``_balance_batch`` (the padding and the
 sequence-length balancing), ``_compute_advantage`` (GRPO, with the pack's hooks: segment weights, checks) and
-``_compute_metrics`` on batches in a real TransferQueue on this CPU, for each mini-batch size, and prints
-the median seconds of ``--repeat`` batches for each. Rows are shaped as the flagged-ledger runs': 1-3 segments a
+``_compute_metrics`` on batches in a real TransferQueue on this CPU, for each mini-batch size and padding-row
+length (verl's 128 tokens, and the pack's default: ``extensions/verl_compat/padding_rows.py``), and prints the
+median seconds of ``--repeat`` batches for each and the tokens the actor would run on (padding rows included). Rows are shaped as the flagged-ledger runs': 1-3 segments a
 trajectory (1.27 on average at 128 trajectories), prompts of
-389-790 tokens, responses up to 1,248, a page of tool output a turn. The actor's time on the padding rows (GPU) is
-not measured here.
+389-790 tokens, responses up to 1,248, a page of tool output a turn. The actor's time on the padding rows (GPU) is not
+measured here: its tokens are.
 """
 
 from __future__ import annotations
@@ -108,8 +110,11 @@ def folding_rows(trajectories: int, seed: int = 0) -> tuple[list[str], list[dict
     return keys, fields, tags
 
 
-def trainer(qwen_dir: Path, trajectories: int, gpus: int, mini_batch: int) -> Any:
-    """verl's v1 sync trainer, built on the driver only (no workers): what the three phases need."""
+def trainer(
+    qwen_dir: Path, trajectories: int, gpus: int, mini_batch: int, padding_row_tokens: int | None = None
+) -> Any:
+    """verl's v1 sync trainer, built on the driver only (no workers): what the three phases need.
+    ``padding_row_tokens``: ``trainer.v1.padding_row_tokens`` (None: the pack's default for an FSDP actor, 2)."""
     from transformers import AutoTokenizer
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
@@ -123,6 +128,7 @@ def trainer(qwen_dir: Path, trajectories: int, gpus: int, mini_batch: int) -> An
             "algorithm.use_kl_in_reward=false",
             "algorithm.rollout_correction.bypass_mode=true",
             "critic.enable=false",
+            *([f"+trainer.v1.padding_row_tokens={padding_row_tokens}"] if padding_row_tokens else []),
         ]
     )
     made = PPOTrainerSync(config)
@@ -150,6 +156,8 @@ def measure(step: Any, rows: tuple[list, list, list], partition: str) -> dict[st
     started = time.perf_counter()
     batch = step._balance_batch(batch, metrics=metrics)
     figures["padded_rows"] = len(batch.keys)
+    figures["tokens"] = sum(tag["seq_len"] for tag in batch.tags)  # what the actor runs forward and backward
+    figures["padding_tokens"] = sum(tag["seq_len"] for tag in batch.tags if tag.get("is_padding", False))
     figures["balance_s"] = time.perf_counter() - started
     started = time.perf_counter()
     batch = step._compute_advantage(batch, metrics)
@@ -167,6 +175,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--gpus", type=int, default=1, help="data-parallel ranks: the batch and mini-batch grow with them")
     ap.add_argument("--mini-batch", type=int, nargs="+", default=[192, 24], help="ppo_mini_batch_size a GPU")
     ap.add_argument("--repeat", type=int, default=3, help="batches a mini-batch size; the median is printed")
+    ap.add_argument(
+        "--padding-row-tokens",
+        type=int,
+        nargs="+",
+        default=[128, 0],
+        help="trainer.v1.padding_row_tokens to compare (128: verl's own rows; 0: the pack's default, 2 on FSDP)",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     import ray
@@ -179,18 +194,25 @@ def main(argv: list[str] | None = None) -> int:
         rows = folding_rows(trajectories)  # the same batch for every mini-batch size and repeat
         results = []
         for m in args.mini_batch:  # the first batch of a process also pays for imports and warm-up: in the spread
-            step = trainer(cached_qwen_model_dir(), trajectories, args.gpus, m * args.gpus)
-            runs = [measure(step, rows, f"train{m}_{r}") for r in range(args.repeat)]
-            results.append(runs[0] | {k: statistics.median(run[k] for run in runs) for k in PHASES})
+            for tokens in args.padding_row_tokens:
+                step = trainer(cached_qwen_model_dir(), trajectories, args.gpus, m * args.gpus, tokens or None)
+                runs = [measure(step, rows, f"train{m}_{tokens}_{r}") for r in range(args.repeat)]
+                median = {k: statistics.median(run[k] for run in runs) for k in PHASES}
+                results.append(runs[0] | median | {"padding_row_tokens": tokens or "default"})
     finally:
         try:
             tq.close()
         finally:
             ray.shutdown()
-    print("| mini-batch | rows | padded to | balance s | adv s | metrics s |\n|---|---|---|---|---|---|")
+    print(
+        "| mini-batch | padding row tokens | rows | padded to | tokens | padding tokens | balance s | adv s | metrics s |"
+        "\n|---|---|---|---|---|---|---|---|---|"
+    )
     for r in results:
+        share = r["padding_tokens"] / r["tokens"]
         print(
-            f"| {r['mini_batch']} x {N} | {r['rows']} | {r['padded_rows']} | {r['balance_s']:.2f} "
+            f"| {r['mini_batch']} x {N} | {r['padding_row_tokens']} | {r['rows']} | {r['padded_rows']} "
+            f"| {r['tokens']:,} | {r['padding_tokens']:,} ({share:.1%}) | {r['balance_s']:.2f} "
             f"| {r['adv_s']:.2f} | {r['metrics_s']:.2f} |"
         )
     if args.json:

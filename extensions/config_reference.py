@@ -181,6 +181,25 @@ def algorithm_section() -> Iterator[str]:
     yield ""
 
 
+def trainer_section() -> Iterator[str]:
+    """The ``trainer.v1.*`` keys the pack reads (its hooks on verl's v1 trainer)."""
+    from extensions.verl_compat.padding_rows import DOC as PADDING_DOC
+    from extensions.verl_compat.padding_rows import KEY as PADDING_KEY
+    from extensions.verl_compat.replay_poll import POLL_DOC, POLL_KEY
+
+    yield "## Trainer keys (v1 trainer)"
+    yield ""
+    yield (
+        "Keys the pack reads from verl's `trainer.v1` block. verl's YAML lacks them: set them in your config, or "
+        "add them with a `+` on the command line (`+trainer.v1.padding_row_tokens=128`)."
+    )
+    yield ""
+    yield from HEADER
+    yield row(f"sampler.sampler_kwargs.{POLL_KEY}", "`float` or `None`", "`null`", POLL_DOC)
+    yield row(PADDING_KEY.removeprefix("trainer.v1."), "`int` or `None`", "`null`", PADDING_DOC)
+    yield ""
+
+
 def config_keys(cls: type) -> dict[str, tuple[str, str, str]]:
     """{key: (type cell, default, docstring)} of ``config.get("key", default)``, ``config.pop(...)`` and ``config["key"]``
     in ``cls.__init__``. The type is an annotated assignment's (``self.x: T = config.get(...)``) or a wrapping
@@ -308,6 +327,7 @@ def render() -> str:
     for section in SECTIONS:
         lines += list(model_section(section))
     lines += list(algorithm_section())
+    lines += list(trainer_section())
     lines += list(interaction_section())
     lines += list(registries_section())
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -1,4 +1,4 @@
-"""Checks of verl's v1 trainer modes and the replay buffer's poll, before any model loads.
+"""Checks of verl's v1 trainer modes, the replay buffer's poll and the padding rows, before any model loads.
 
 verl 0.9.1 checks ``separate_async`` with bare ``assert`` s inside the trainer's constructor (after Ray and
 the dataset are up), and the pack's ``poll_interval_s`` would otherwise fail only when the replay buffer is
@@ -10,18 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from extensions.errors import choices
-from extensions.verl_compat import poll_interval
+from extensions.verl_compat import padding_row_tokens, poll_interval
 
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
 
 
 def check_trainer_mode(cfg: Any, where: str) -> list[str]:
-    """Problems of ``trainer.v1.trainer_mode`` and its block, and of ``sampler_kwargs.poll_interval_s``."""
+    """Problems of ``trainer.v1.trainer_mode`` and its block, of ``sampler_kwargs.poll_interval_s`` and of
+    ``trainer.v1.padding_row_tokens``."""
     problems = []
-    try:
-        poll_interval(cfg)
-    except ValueError as exc:
-        problems.append(f"{where}: {exc}")
+    for check in (poll_interval, padding_row_tokens):
+        try:
+            check(cfg)
+        except ValueError as exc:
+            problems.append(f"{where}: {exc}")
     v1 = (cfg.get("trainer") or {}).get("v1") or {}
     mode = v1.get("trainer_mode", "sync")
     if mode not in TRAINER_MODES:

@@ -91,7 +91,8 @@ def test_config_check_rejects_a_folding_default_loop_with_another_estimator(tmp_
     (exp / "config.yaml").write_text(
         "hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults: [ppo_trainer, _self_]\n"
         "algorithm: {adv_estimator: turn_grpo}\n"
-        "actor_rollout_ref: {rollout: {agent: {default_agent_loop: folding_workflow}}}\n"
+        "actor_rollout_ref: {model: {override_config: {attn_implementation: sdpa}},"
+        " rollout: {agent: {default_agent_loop: folding_workflow}}}\n"
     )
     (problem,) = check_file(exp / "config.yaml")
     assert problem.startswith(f"{exp / 'config.yaml'}: algorithm.adv_estimator='turn_grpo' cannot train folded")

@@ -24,4 +24,12 @@ def test_waves_that_reuse_a_run_name_are_refused() -> None:
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Z", "status", "0")
-    assert done.returncode == 2 and "unknown wave Z (A to N)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Z (A to O)" in done.stderr
+
+
+def test_wave_o_runs_n_and_m_side_by_side_and_refuses_them_again() -> None:
+    done = hold("O N", "status", "0")
+    assert done.returncode == 2
+    assert done.stderr == (
+        'WAVES="O N" run fold_pad128 fold_pad2 twice (/tmp/runs/NAME): run those waves on separate machines\n'
+    )

@@ -108,6 +108,7 @@ def test_the_config_check_reports_a_bad_threshold(tmp_path) -> None:
     (exp / "config.yaml").write_text(
         "hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults: [ppo_trainer, _self_]\n"
         "algorithm: {adv_estimator: grpo, max_error_rate: 2}\n"
+        "actor_rollout_ref: {model: {override_config: {attn_implementation: sdpa}}}\n"
     )
     problems = check_file(exp / "config.yaml")
     assert problems == [f"{exp / 'config.yaml'}: algorithm.max_error_rate must be a number between 0 and 1, got 2"], (

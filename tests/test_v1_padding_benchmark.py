@@ -17,9 +17,24 @@ def test_rows_are_shaped_as_the_folding_runs() -> None:
 
 def test_verl_pads_to_a_multiple_of_the_mini_batch_rows(tmp_path: Path, capsys) -> None:
     out = tmp_path / "padding.json"
-    assert v1_padding.main(["--trajectories", "16", "--mini-batch", "4", "1", "--repeat", "1", "--json", str(out)]) == 0
+    args = ["--trajectories", "16", "--mini-batch", "4", "1", "--padding-row-tokens", "128", "0", "--repeat", "1"]
+    assert v1_padding.main([*args, "--json", str(out)]) == 0
     results = json.loads(out.read_text())
-    # 18 rows (16 trajectories, two of them folded once): to 32 (4 x 8 rows a mini-batch), to 24 (1 x 8)
-    assert [(r["mini_batch"], r["rows"], r["padded_rows"]) for r in results] == [(4, 18, 32), (1, 18, 24)]
+    # 18 rows (16 trajectories, two of them folded once) of 15,993 tokens: to 32 (4 x 8 rows a mini-batch), to
+    # 24 (1 x 8); the padding rows of 128 tokens (verl's) or 2 (the pack's default on FSDP)
+    assert [(r["mini_batch"], r["padding_row_tokens"], r["rows"], r["padded_rows"]) for r in results] == [
+        (4, 128, 18, 32),
+        (4, "default", 18, 32),
+        (1, 128, 18, 24),
+        (1, "default", 18, 24),
+    ]
+    assert [(r["tokens"], r["padding_tokens"]) for r in results] == [
+        (15_993 + 14 * 128, 14 * 128),
+        (15_993 + 14 * 2, 14 * 2),
+        (15_993 + 6 * 128, 6 * 128),
+        (15_993 + 6 * 2, 6 * 2),
+    ]
     table = capsys.readouterr().out.splitlines()
-    assert table[-2].startswith("| 4 x 8 | 18 | 32 |") and table[-1].startswith("| 1 x 8 | 18 | 24 |")
+    assert table[-4].startswith("| 4 x 8 | 128 | 18 | 32 | 17,785 | 1,792 (10.1%) |")
+    assert table[-3].startswith("| 4 x 8 | default | 18 | 32 | 16,021 | 28 (0.2%) |")
+    assert table[-1].startswith("| 1 x 8 | default | 18 | 24 | 16,005 | 12 (0.1%) |")

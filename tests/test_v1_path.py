@@ -320,8 +320,9 @@ def test_actor_optimizer_steps_count_rows_not_trajectories(v1, advantages, caplo
         "rows, x ppo_epochs=2). Each step moves the weights, on rows of zero advantage too (AdamW's momentum). "
         "For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to data.train_batch_size x "
         "the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100); verl then pads each batch to "
-        "a multiple of ppo_mini_batch_size x rollout.n rows with no-op rows, which cost actor time "
-        "(longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step."
+        "a multiple of ppo_mini_batch_size x rollout.n rows with no-op rows, which cost driver time, and actor time "
+        "at verl's 128 tokens a row (trainer.v1.padding_row_tokens; longflow/batch/padding_rows). "
+        "longflow/actor_optimizer_steps logs the count every step."
     ]
 
 

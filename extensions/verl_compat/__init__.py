@@ -33,6 +33,8 @@ lazily when verl's trainer modules are imported, through ``wrapt``'s post-import
   ``/tmp/rl-colocate-zmq-*`` path, on both ends, so trainers side by side on one host never share it.
 - the v1 replay buffer's poll (``replay_poll``): ``trainer.v1.sampler.sampler_kwargs.poll_interval_s``
   replaces verl's fixed 2 s, and ``last_sample_returned_at()`` says when the trainer took its last batch.
+- the v1 trainer's padding rows (``padding_rows``): 2 tokens each on an FSDP actor (2 per Ulysses rank), not
+  verl's 128, or ``trainer.v1.padding_row_tokens``.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ def check_verl_version(installed: str | None = None) -> str:
 
 check_verl_version()  # before anything below reads verl's internals
 
+from extensions.verl_compat.padding_rows import padding_row_tokens  # noqa: E402
 from extensions.verl_compat.registries import (  # noqa: E402
     SYNTHETIC_SYSTEM,
     accept_mcp_tool_yaml,
@@ -126,6 +129,7 @@ __all__ = [
     "install_trainer_hooks",
     "installed_trainer_hooks",
     "last_sample_returned_at",
+    "padding_row_tokens",
     "poll_interval",
     "tool_parser_registry",
 ]

@@ -188,6 +188,18 @@ def _check_replay_poll() -> None:
     _source_calls(trainer_base.PPOTrainer._step_once, "self.replay_buffer.sample")
 
 
+def _check_padding_rows() -> None:
+    from verl.trainer.ppo import padding_utils
+    from verl.trainer.ppo.v1 import trainer_base
+
+    assert padding_utils.SYNTHETIC_PADDING_SEQ_LEN == 128, "SYNTHETIC_PADDING_SEQ_LEN is no longer 128"
+    template = inspect.getsource(padding_utils.construct_minimal_padding_template)
+    assert "(SYNTHETIC_PADDING_SEQ_LEN - 1,)" in template, "the padding row no longer reads SYNTHETIC_PADDING_SEQ_LEN"
+    _source_calls(padding_utils.upsample_batch_to_divisible_size, "construct_minimal_padding_template")
+    _source_calls(trainer_base.PPOTrainer._balance_batch, "upsample_batch_to_divisible_size")
+    assert _params(trainer_base.PPOTrainer._balance_batch)[:2] == ["self", "batch"], "_balance_batch changed"
+
+
 def _verl_source(relative: str) -> str:
     """A verl file's text, read without importing it (the vLLM modules import vLLM, absent on CPU)."""
     from pathlib import Path
@@ -313,6 +325,12 @@ RELIANCES: list[Reliance] = [
         "trainer/ppo/v1/trainer_base.py, trainer/ppo/v1/replay_buffer.py",
         "poll_interval_s replaces the buffer's fixed 2 s poll; sample() is timed for longflow/rollout/ metrics",
         _check_replay_poll,
+    ),
+    Reliance(
+        "v1 padding rows",
+        "trainer/ppo/padding_utils.py, trainer/ppo/v1/trainer_base.py",
+        "_balance_batch pads with rows of SYNTHETIC_PADDING_SEQ_LEN tokens, read when each row is built",
+        _check_padding_rows,
     ),
     Reliance(
         "weight-sync socket",

@@ -15,6 +15,7 @@ from typing import Any
 
 import wrapt
 
+from extensions.verl_compat.padding_rows import hook_balance_batch
 from extensions.verl_compat.replay_poll import hook_replay_buffer, last_sample_returned_at
 
 logger = logging.getLogger(__name__)
@@ -223,6 +224,7 @@ def _hook_v1_trainer(module: Any) -> None:
     module.compute_advantage_for_multi_trajectories = then_post(module.compute_advantage_for_multi_trajectories)
     _hook_val_metrics(trainer)
     hook_replay_buffer(trainer)
+    hook_balance_batch(trainer)
 
 
 def real_keys(batch: Any) -> list[str]:
@@ -258,7 +260,8 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
             "(AdamW's momentum). For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to "
             "data.train_batch_size x the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100); verl "
             "then pads each batch to a multiple of ppo_mini_batch_size x rollout.n rows with no-op rows, which cost "
-            "actor time (longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step.",
+            "driver time, and actor time at verl's 128 tokens a row (trainer.v1.padding_row_tokens; "
+            "longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step.",
             trajectories,
             len(real),
             steps,

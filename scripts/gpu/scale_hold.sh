@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H) or 2-GPU machine (I-N), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O) or 2-GPU machine (I-N), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -28,8 +28,9 @@
 #   J: colocate_async on 2 GPUs (D's first run).
 #   K, side by side: the folding workflow (G's workload) sync on GPU 0, colocate_async on GPU 1.
 #   L: folding under colocate_async on 2 GPUs.   M: folding sync on 2 GPUs.
-#   N, side by side: folding's mini-batch (docs/results/folding-scaling-h200x2: verl pads each batch to
-#     ppo_mini_batch_size x 8 rows): sync on 1 GPU at the preset's 192 (GPU 0) and at 32 (GPU 1).
+#   N, side by side: folding's padding rows (docs/results/folding-scaling-h200x2: verl pads each batch to
+#     ppo_mini_batch_size x 8 rows): sync on 1 GPU with verl's 128-token rows (GPU 0) and the pack's 2 (GPU 1).
+# Wave O needs 4 GPUs: N's two runs on GPUs 0 and 1, and M's run on GPUs 2-3, side by side.
 #   WAVES="K J L" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh
 # The carry: python3 scripts/gpu/carry_plan.py --stage --with outputs/data/gsm8k_learn outputs/data/gsm8k_code_verify
 #   --start 'WAVES="H F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh' (a tree without docs/).
@@ -57,8 +58,9 @@ runs_of() {  # WAVE: its runs' names
   K) echo fold_sync_x1 fold_colo_x1 ;;
   L) echo fold_colo_x2 ;;
   M) echo fold_sync_x2 ;;
-  N) echo fold_mb192 fold_mb32 ;;
-  *) echo "unknown wave $1 (A to N)" >&2; exit 2 ;;
+  N) echo fold_pad128 fold_pad2 ;;
+  O) echo fold_pad128 fold_pad2 fold_sync_x2 ;;
+  *) echo "unknown wave $1 (A to O)" >&2; exit 2 ;;
   esac
 }
 RUNS=$(for wave in $WAVES; do runs_of "$wave"; done | tr '\n' ' ')
@@ -82,8 +84,8 @@ run) ;;
 esac
 source scripts/gpu/hold_start.sh
 hold_run_from_copy scale scripts/gpu/scale_hold.sh run
-gpus_needed=2   # waves I to N fit 2 GPUs; A to H use 4
-for wave in $WAVES; do case $wave in [A-H]) gpus_needed=4 ;; esac; done
+gpus_needed=2   # waves I to N fit 2 GPUs; A to H and O use 4
+for wave in $WAVES; do case $wave in [A-HO]) gpus_needed=4 ;; esac; done
 hold_install "$gpus_needed"
 common=(algorithm.adv_estimator=turn_grpo "trainer.total_training_steps=$STEPS" trainer.val_before_train=false
   +ray_kwargs.ray_init.include_dashboard=false)
@@ -137,8 +139,11 @@ for wave in $WAVES; do
      fold fold_colo_x1 1 +gpus=x1 +mode=colocate_async ;;
   L) fold fold_colo_x2 0,1 +gpus=x2 +mode=colocate_async ;;
   M) fold fold_sync_x2 0,1 +gpus=x2 +mode=sync ;;
-  N) fold fold_mb192 0 +gpus=x1 +mode=sync
-     fold fold_mb32 1 +gpus=x1 +mode=sync actor_rollout_ref.actor.ppo_mini_batch_size=32 ;;
+  N) fold fold_pad128 0 +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128
+     fold fold_pad2 1 +gpus=x1 +mode=sync ;;
+  O) fold fold_pad128 0 +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128
+     fold fold_pad2 1 +gpus=x1 +mode=sync
+     fold fold_sync_x2 2,3 +gpus=x2 +mode=sync ;;
   esac
   for n in $(runs_of "$wave"); do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
 done

@@ -1,0 +1,88 @@
+"""The v1 trainer's padding rows, as short as the actor's engine allows.
+
+verl 0.9.1's v1 trainer pads every batch to a multiple of ``lcm(dp, ppo_mini_batch_size x rollout.n)`` rows
+(``PPOTrainer._balance_batch`` -> ``padding_utils.upsample_batch_to_divisible_size``) with no-op rows: fully
+loss-masked, of ``padding_utils.SYNTHETIC_PADDING_SEQ_LEN`` = 128 tokens (127 prompt, 1 response), which the actor
+still runs forward and backward. verl made them 2 tokens at first ("the shortest possible sequence", verl PR #5969)
+and 128 later (PR #7593), so that Megatron's packed context-parallel split (TP x CP up to 64) never hands a rank an
+empty slice. FSDP splits no row that way. Where folding makes a batch's rows vary, ~160 real rows become 1,536 and
+the padding is 50-59 % of the tokens the actor runs on (docs/results/folding-scaling-h200x2).
+
+``hook_balance_batch`` wraps ``PPOTrainer._balance_batch``: while it runs, the padding rows have
+``padding_row_tokens(config)`` tokens: ``trainer.v1.padding_row_tokens`` when set, else 2 per Ulysses
+sequence-parallel rank (2 without sequence parallelism) for an FSDP actor, else verl's own length.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import wrapt
+
+logger = logging.getLogger(__name__)
+
+KEY = "trainer.v1.padding_row_tokens"
+DOC = (
+    "Tokens of each no-op row verl's v1 trainer pads a batch with (to a multiple of `ppo_mini_batch_size x "
+    "rollout.n` rows). Default (null): 2 for an FSDP actor (2 per Ulysses sequence-parallel rank), verl's 128 for "
+    "any other engine; 128 gives verl's own rows back."
+)
+MIN_TOKENS = 2  # one prompt token and one (masked) response token
+FSDP_STRATEGIES = ("fsdp", "fsdp2")
+_LOGGED: set[int] = set()
+
+
+def padding_row_tokens(config: Any) -> int | None:
+    """Tokens of each padding row for a trainer config; None keeps verl's. Raises ``ValueError`` naming the key
+    and what is valid for a bad ``trainer.v1.padding_row_tokens``."""
+    value = ((config.get("trainer") or {}).get("v1") or {}).get("padding_row_tokens")
+    if value is not None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < MIN_TOKENS:
+            raise ValueError(
+                f"{KEY}: {value!r} is not valid; valid: a whole number of tokens >= {MIN_TOKENS} (each padding row "
+                f"is one prompt token short of it plus one masked response token), or null for the default"
+            )
+        return value
+    actor = (config.get("actor_rollout_ref") or {}).get("actor") or {}
+    if actor.get("strategy") not in FSDP_STRATEGIES:
+        return None
+    sequence_parallel = int(actor.get("ulysses_sequence_parallel_size") or 1)
+    return MIN_TOKENS * max(1, sequence_parallel)
+
+
+@contextlib.contextmanager
+def short_padding_rows(tokens: int | None) -> Iterator[None]:
+    """Inside the block verl's padding rows have ``tokens`` tokens (None: verl's length)."""
+    from verl.trainer.ppo import padding_utils
+
+    if tokens is None:
+        yield
+        return
+    verl_length = padding_utils.SYNTHETIC_PADDING_SEQ_LEN
+    padding_utils.SYNTHETIC_PADDING_SEQ_LEN = tokens
+    try:
+        yield
+    finally:
+        padding_utils.SYNTHETIC_PADDING_SEQ_LEN = verl_length
+
+
+def hook_balance_batch(trainer_cls: type) -> None:
+    """Wrap ``trainer_cls._balance_batch`` (v1 ``PPOTrainer``): padding rows of ``padding_row_tokens`` tokens."""
+
+    @wrapt.decorator
+    def with_short_rows(wrapped, instance, args, kwargs):
+        trainer = instance if instance is not None else args[0]
+        tokens = padding_row_tokens(trainer.config)
+        if tokens is not None and id(trainer) not in _LOGGED:
+            from verl.trainer.ppo import padding_utils
+
+            _LOGGED.add(id(trainer))
+            verl_length = padding_utils.SYNTHETIC_PADDING_SEQ_LEN
+            logger.info("longflow: verl's padding rows have %d tokens, not %d (%s)", tokens, verl_length, KEY)
+        with short_padding_rows(tokens):
+            return wrapped(*args, **kwargs)
+
+    trainer_cls._balance_batch = with_short_rows(trainer_cls._balance_batch)

@@ -1,0 +1,123 @@
+"""verl v1's padding rows, 2 tokens on an FSDP actor (extensions/verl_compat/padding_rows.py): the setting, its
+check before any model loads, and verl's real ``_balance_batch`` putting such rows into a real TransferQueue."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from extensions.config_check import check_composed
+from extensions.verl_compat import padding_row_tokens
+from tests.test_experiment_configs_validate import composed
+
+BAD = (
+    "trainer.v1.padding_row_tokens: {!r} is not valid; valid: a whole number of tokens >= 2 (each padding row is one "
+    "prompt token short of it plus one masked response token), or null for the default"
+)
+
+
+def config(strategy: str = "fsdp", sequence_parallel: int = 1, tokens: Any = None) -> Any:
+    return OmegaConf.create(
+        {
+            "trainer": {"v1": {"padding_row_tokens": tokens}},
+            "actor_rollout_ref": {"actor": {"strategy": strategy, "ulysses_sequence_parallel_size": sequence_parallel}},
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("cfg", "tokens"),
+    [
+        (config("fsdp"), 2),
+        (config("fsdp2"), 2),
+        (config("fsdp", sequence_parallel=4), 8),  # 2 per Ulysses rank
+        (config("megatron"), None),  # verl's 128 stays: its packed context-parallel split needs them
+        (config("megatron", tokens=64), 64),
+        (config("fsdp", tokens=128), 128),  # verl's own rows, asked for
+    ],
+)
+def test_padding_row_tokens_by_engine_and_setting(cfg: Any, tokens: int | None) -> None:
+    assert padding_row_tokens(cfg) == tokens
+
+
+@pytest.mark.parametrize("value", [1, 0, True, "8", 2.5])
+def test_a_bad_setting_names_the_key_and_what_is_valid(value: Any) -> None:
+    with pytest.raises(ValueError) as err:
+        padding_row_tokens(config(tokens=value))
+    assert str(err.value) == BAD.format(value)
+
+
+def test_config_check_reports_it_before_any_model_loads() -> None:
+    cfg = composed("ledger_folding", "+trainer.v1.padding_row_tokens=1")
+    assert check_composed(cfg, "ledger_folding") == [f"ledger_folding: {BAD.format(1)}"]
+    assert check_composed(composed("ledger_folding", "+trainer.v1.padding_row_tokens=128"), "x") == []
+
+
+@pytest.fixture(scope="module")
+def transfer_queue():
+    import ray
+    import transfer_queue as tq
+
+    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
+    try:
+        tq.init()
+        yield tq
+    finally:
+        try:
+            tq.close()
+        finally:
+            ray.shutdown()
+
+
+def balanced(tq: Any, qwen_dir: Any, partition: str, tokens: int | None) -> tuple[Any, list[dict], list[dict]]:
+    """18 folding rows through verl's real ``_balance_batch`` (4 x 8 rows a mini-batch: 14 padding rows); the
+    padding rows' fields and tags, read back from TransferQueue."""
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    from benchmarks.v1_padding import folding_rows, trainer
+
+    keys, fields, tags = folding_rows(16)
+    tq.kv_batch_put(keys=keys, partition_id=partition, fields=list_of_dict_to_tensordict(fields), tags=tags)
+    step = trainer(qwen_dir, 16, 1, 4, tokens)
+    batch = step._balance_batch(tq.KVBatchMeta(partition_id=partition, keys=keys, tags=tags), metrics={})
+    pads = [(key, tag) for key, tag in zip(batch.keys, batch.tags, strict=True) if tag.get("is_padding")]
+    rows = tq.kv_batch_get(keys=[key for key, _ in pads], partition_id=partition)
+    padded = [{name: rows[name][i] for name in ("input_ids", "attention_mask", "response_mask")} for i in range(14)]
+    tq.kv_clear(keys=batch.keys, partition_id=partition)
+    return SimpleNamespace(rows=len(batch.keys), eos=step.tokenizer.eos_token_id), padded, [t for _, t in pads]
+
+
+def test_verl_pads_with_two_token_rows_on_fsdp(transfer_queue, qwen_dir) -> None:
+    from verl.trainer.ppo import padding_utils
+
+    batch, padded, tags = balanced(transfer_queue, qwen_dir, "pad_default", None)
+    assert batch.rows == 32 and len(padded) == 14
+    for row, tag in zip(padded, tags, strict=True):
+        assert row["input_ids"].tolist() == [batch.eos, batch.eos]  # one prompt token, one response token
+        assert row["attention_mask"].tolist() == [1, 1]
+        assert row["response_mask"].tolist() == [0]  # no loss
+        assert (tag["seq_len"], tag["prompt_len"], tag["response_len"]) == (2, 1, 1)
+    assert padding_utils.SYNTHETIC_PADDING_SEQ_LEN == 128  # verl's constant is put back after the call
+
+
+def test_the_setting_gives_verl_its_own_rows_back(transfer_queue, qwen_dir) -> None:
+    batch, padded, tags = balanced(transfer_queue, qwen_dir, "pad_verl", 128)
+    assert batch.rows == 32
+    assert {len(row["input_ids"]) for row in padded} == {128}
+    assert {row["response_mask"].tolist() == [0] for row in padded} == {True}
+    assert {tag["seq_len"] for tag in tags} == {128}
+
+
+def test_the_reliance_fails_when_verl_changes_its_padding_rows(monkeypatch) -> None:
+    from verl.trainer.ppo import padding_utils
+
+    from extensions.verl_compat import broken_reliances
+
+    monkeypatch.setattr(padding_utils, "SYNTHETIC_PADDING_SEQ_LEN", 64)
+    assert broken_reliances() == [
+        "v1 padding rows (trainer/ppo/padding_utils.py, trainer/ppo/v1/trainer_base.py): AssertionError: "
+        "SYNTHETIC_PADDING_SEQ_LEN is no longer 128"
+    ]
