@@ -90,19 +90,28 @@ ATTN_KEY = "actor_rollout_ref.model.override_config.attn_implementation"
 VERL_DEFAULT_ATTN = "flash_attention_2"  # verl/workers/config/model.py: override_config.get("attn_implementation", ...)
 
 
+FLASH_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash_attn_interface"}
+"""The package transformers needs for each flash attention (``is_flash_attn_2_available`` / ``_3_``)."""
+
+
 def attention_problem(cfg: Any, where: str) -> str | None:
     """The problem with the actor's attention implementation, or None: verl asks transformers for FlashAttention-2
     unless the config names another, and without the ``flash_attn`` package every worker dies loading the model
     (``ImportError: FlashAttention2 has been toggled on, but it cannot be used``), minutes into the run. flash-attn
-    has no wheel on PyPI for the pack's GPU stack, so the pack's experiments set sdpa."""
+    has no wheel on PyPI for the pack's GPU stack, so the pack's experiments set sdpa. FSDP actors only: other
+    engines take their attention from elsewhere."""
     import importlib.util
 
-    override = cfg.actor_rollout_ref.model.get("override_config") or {}
+    model = cfg.actor_rollout_ref.model
+    if cfg.actor_rollout_ref.actor.get("strategy") not in ("fsdp", "fsdp2"):
+        return None
+    override = model.get("override_config") or {}
     implementation = str(override.get("attn_implementation", VERL_DEFAULT_ATTN))
-    if not implementation.startswith("flash_attention") or importlib.util.find_spec("flash_attn") is not None:
+    package = FLASH_PACKAGES.get(implementation)
+    if package is None or importlib.util.find_spec(package) is not None:
         return None
     shown = "verl's default " if "attn_implementation" not in override else ""
     return (
-        f"{where}: {ATTN_KEY} is {shown}{implementation!r}, which needs the flash_attn package, and it is not "
-        f"installed here (the actor would fail to load); set {ATTN_KEY}=sdpa or install flash-attn"
+        f"{where}: {ATTN_KEY} is {shown}{implementation!r}, which needs the {package} package, and it is not "
+        f"installed here (the actor would fail to load); set {ATTN_KEY}=sdpa or install it"
     )

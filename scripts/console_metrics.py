@@ -7,7 +7,9 @@ verl's console logger (``verl/utils/logger/aggregate_logger.py``) prints each st
 ``step:N - key:value - key:value``, values through ``pprint.pformat`` (``0.5``, ``np.float64(0.5)``,
 ``np.int64(3)``, ``nan``); Ray prefixes the line with its actor (``(TaskRunnerV1 pid=...)``). Each line becomes
 ``{"step": N, "data": {...}}`` as verl's ``FileLogger`` writes it (NaN and infinities as null, as orjson does).
-A value that is not a number is an error naming the line: nothing is dropped silently.
+The console holds numbers only (verl prints only ``numbers.Number`` values; the file logger also writes the rest,
+e.g. numpy bools), so those keys are missing here as they are from the console. A part that does not parse is an
+error naming the line.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def parse_line(line: str) -> dict | None:
         return None
     data = {}
     for part in match.group(2).split(" - "):
-        key, sep, value = part.partition(":")
+        key, sep, value = part.rpartition(":")  # a key may hold a colon; a printed number never does
         if not sep:
             raise ValueError(f"{part!r} is not key:value")
         data[key.strip()] = parse_value(value)
@@ -58,7 +60,7 @@ def records(path: Path) -> list[dict]:
             try:
                 record = parse_line(line)
             except ValueError as exc:
-                raise SystemExit(f"{path}:{number}: a step line with a value that is not a number: {exc}") from exc
+                raise SystemExit(f"{path}:{number}: a step line that does not parse: {exc}") from exc
             if record is not None:
                 out.append(record)
     return out

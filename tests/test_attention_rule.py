@@ -11,7 +11,7 @@ import pytest
 import verl.workers.config.model as verl_model_config
 
 from extensions.config_check import check_composed
-from extensions.engine_rules import VERL_DEFAULT_ATTN
+from extensions.engine_rules import VERL_DEFAULT_ATTN, attention_problem
 from tests.conftest import EXPERIMENTS
 from tests.test_experiment_configs_validate import composed
 
@@ -22,7 +22,7 @@ def installed(flash_attn: bool):
     real = importlib.util.find_spec
 
     def find_spec(name: str, *args: object):
-        if name == "flash_attn":
+        if name in ("flash_attn", "flash_attn_interface"):
             return real("json") if flash_attn else None  # any spec stands for "installed"
         return real(name, *args)
 
@@ -44,7 +44,7 @@ def test_verl_default_attention_without_flash_attn_is_a_config_problem(monkeypat
     assert check_composed(composed("gsm8k_code_verify", DROP_ATTN), "gsm8k_code_verify") == [
         "gsm8k_code_verify: actor_rollout_ref.model.override_config.attn_implementation is verl's default "
         "'flash_attention_2', which needs the flash_attn package, and it is not installed here (the actor would "
-        "fail to load); set actor_rollout_ref.model.override_config.attn_implementation=sdpa or install flash-attn"
+        "fail to load); set actor_rollout_ref.model.override_config.attn_implementation=sdpa or install it"
     ]
 
 
@@ -54,7 +54,7 @@ def test_a_named_flash_attention_without_flash_attn_is_a_config_problem(monkeypa
     assert check_composed(cfg, "x") == [
         "x: actor_rollout_ref.model.override_config.attn_implementation is 'flash_attention_2', which needs the "
         "flash_attn package, and it is not installed here (the actor would fail to load); set "
-        "actor_rollout_ref.model.override_config.attn_implementation=sdpa or install flash-attn"
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa or install it"
     ]
 
 
@@ -67,3 +67,19 @@ def test_the_rollout_driver_check_leaves_the_actor_alone(monkeypatch: pytest.Mon
     # the driver loads no actor: training=False skips the rule
     monkeypatch.setattr(importlib.util, "find_spec", installed(False))
     assert check_composed(composed("gsm8k_code_verify", DROP_ATTN), "x", training=False) == []
+
+
+def test_flash_attention_3_needs_its_own_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", installed(False))
+    cfg = composed("gsm8k_learn", "actor_rollout_ref.model.override_config.attn_implementation=flash_attention_3")
+    assert check_composed(cfg, "x") == [
+        "x: actor_rollout_ref.model.override_config.attn_implementation is 'flash_attention_3', which needs the "
+        "flash_attn_interface package, and it is not installed here (the actor would fail to load); set "
+        "actor_rollout_ref.model.override_config.attn_implementation=sdpa or install it"
+    ]
+
+
+def test_an_actor_on_another_engine_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", installed(False))
+    cfg = composed("gsm8k_code_verify", DROP_ATTN, "actor_rollout_ref.actor.strategy=megatron")
+    assert attention_problem(cfg, "x") is None

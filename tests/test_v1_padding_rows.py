@@ -14,16 +14,19 @@ from extensions.verl_compat import padding_row_tokens
 from tests.test_experiment_configs_validate import composed
 
 BAD = (
-    "trainer.v1.padding_row_tokens: {!r} is not valid; valid: a whole number of tokens >= 2 (each padding row is one "
-    "prompt token short of it plus one masked response token), or null for the default"
+    "trainer.v1.padding_row_tokens: {!r} is not valid; valid: a whole number of tokens >= 2 (a padding row's prompt "
+    "tokens and its one masked response token), or null for the default"
 )
 
 
-def config(strategy: str = "fsdp", sequence_parallel: int = 1, tokens: Any = None) -> Any:
+def config(strategy: str = "fsdp", tokens: Any = None, critic: str = "megatron", **critic_use: Any) -> Any:
+    """A trainer config; the critic (Megatron unless named) is used per verl's need_critic: ``enable`` or GAE."""
     return OmegaConf.create(
         {
             "trainer": {"v1": {"padding_row_tokens": tokens}},
-            "actor_rollout_ref": {"actor": {"strategy": strategy, "ulysses_sequence_parallel_size": sequence_parallel}},
+            "actor_rollout_ref": {"actor": {"strategy": strategy, "ulysses_sequence_parallel_size": 4}},
+            "critic": {"strategy": critic, "enable": critic_use.get("enable")},
+            "algorithm": {"adv_estimator": critic_use.get("estimator", "grpo")},
         }
     )
 
@@ -31,10 +34,13 @@ def config(strategy: str = "fsdp", sequence_parallel: int = 1, tokens: Any = Non
 @pytest.mark.parametrize(
     ("cfg", "tokens"),
     [
-        (config("fsdp"), 2),
+        (config("fsdp"), 2),  # the Megatron critic is not used (GRPO); Ulysses pads whole sequences, not rows
         (config("fsdp2"), 2),
-        (config("fsdp", sequence_parallel=4), 8),  # 2 per Ulysses rank
         (config("megatron"), None),  # verl's 128 stays: its packed context-parallel split needs them
+        (config("fsdp", estimator="gae"), None),  # the critic trains on the padding rows too
+        (config("fsdp", enable=True), None),
+        (config("fsdp", critic="fsdp", estimator="gae"), 2),
+        (config("fsdp", estimator="gae", enable=False), 2),
         (config("megatron", tokens=64), 64),
         (config("fsdp", tokens=128), 128),  # verl's own rows, asked for
     ],
@@ -121,3 +127,11 @@ def test_the_reliance_fails_when_verl_changes_its_padding_rows(monkeypatch) -> N
         "v1 padding rows (trainer/ppo/padding_utils.py, trainer/ppo/v1/trainer_base.py): AssertionError: "
         "SYNTHETIC_PADDING_SEQ_LEN is no longer 128"
     ]
+
+
+def test_a_bad_setting_stops_the_trainer_before_any_model_loads(transfer_queue, qwen_dir) -> None:
+    from benchmarks.v1_padding import trainer
+
+    with pytest.raises(ValueError) as err:
+        trainer(qwen_dir, 16, 1, 4, 1)  # verl's PPOTrainer.__init__ (builds the replay buffer; no workers yet)
+    assert str(err.value) == BAD.format(1)

@@ -33,7 +33,7 @@ lazily when verl's trainer modules are imported, through ``wrapt``'s post-import
   ``/tmp/rl-colocate-zmq-*`` path, on both ends, so trainers side by side on one host never share it.
 - the v1 replay buffer's poll (``replay_poll``): ``trainer.v1.sampler.sampler_kwargs.poll_interval_s``
   replaces verl's fixed 2 s, and ``last_sample_returned_at()`` says when the trainer took its last batch.
-- the v1 trainer's padding rows (``padding_rows``): 2 tokens each on an FSDP actor (2 per Ulysses rank), not
+- the v1 trainer's padding rows (``padding_rows``): 2 tokens each when the actor (and a critic) train on FSDP, not
   verl's 128, or ``trainer.v1.padding_row_tokens``.
 """
 

@@ -1,16 +1,19 @@
-"""The v1 trainer's padding rows, as short as the actor's engine allows.
+"""The v1 trainer's padding rows, as short as the training engines allow.
 
-verl 0.9.1's v1 trainer pads every batch to a multiple of ``lcm(dp, ppo_mini_batch_size x rollout.n)`` rows
-(``PPOTrainer._balance_batch`` -> ``padding_utils.upsample_batch_to_divisible_size``) with no-op rows: fully
-loss-masked, of ``padding_utils.SYNTHETIC_PADDING_SEQ_LEN`` = 128 tokens (127 prompt, 1 response), which the actor
-still runs forward and backward. verl made them 2 tokens at first ("the shortest possible sequence", verl PR #5969)
-and 128 later (PR #7593), so that Megatron's packed context-parallel split (TP x CP up to 64) never hands a rank an
-empty slice. FSDP splits no row that way. Where folding makes a batch's rows vary, ~160 real rows become 1,536 and
-the padding is 50-59 % of the tokens the actor runs on (docs/results/folding-scaling-h200x2).
+verl 0.9.1's v1 trainer pads every batch to a multiple of ``lcm(dp ranks, ppo_mini_batch_size x rollout.n)`` rows
+(and the critic's mini-batch, with a critic: ``PPOTrainer._balance_batch`` -> ``padding_utils.
+upsample_batch_to_divisible_size``) with no-op rows: fully loss-masked, of ``padding_utils.SYNTHETIC_PADDING_SEQ_LEN``
+= 128 tokens (127 prompt, 1 response), which the actor (and a critic) still run forward and backward. verl made them
+2 tokens at first ("the shortest possible sequence", verl PR #5969) and 128 later (PR #7593), so that Megatron's
+packed context-parallel split (TP x CP up to 64) never hands a rank an empty slice. FSDP splits no row: it packs a
+micro-batch into one sequence, and Ulysses sequence parallelism pads that whole sequence, not each row. Where folding
+makes a batch's rows vary, ~160 real rows become 1,536 and the padding is 50-59 % of the tokens the actor runs on
+(docs/results/folding-scaling-h200x2).
 
 ``hook_balance_batch`` wraps ``PPOTrainer._balance_batch``: while it runs, the padding rows have
-``padding_row_tokens(config)`` tokens: ``trainer.v1.padding_row_tokens`` when set, else 2 per Ulysses
-sequence-parallel rank (2 without sequence parallelism) for an FSDP actor, else verl's own length.
+``padding_row_tokens(config)`` tokens: ``trainer.v1.padding_row_tokens`` when set, else 2 when every model trained on
+them (the actor, and the critic when there is one) is on FSDP, else verl's own length. The setting is checked when
+the trainer is built, before any model loads. verl's ``perf/`` token counts include the padding rows.
 """
 
 from __future__ import annotations
@@ -26,9 +29,9 @@ logger = logging.getLogger(__name__)
 
 KEY = "trainer.v1.padding_row_tokens"
 DOC = (
-    "Tokens of each no-op row verl's v1 trainer pads a batch with (to a multiple of `ppo_mini_batch_size x "
-    "rollout.n` rows). Default (null): 2 for an FSDP actor (2 per Ulysses sequence-parallel rank), verl's 128 for "
-    "any other engine; 128 gives verl's own rows back."
+    "Tokens of each no-op row verl's v1 trainer pads a batch with (to a multiple of the mini-batch's rows). "
+    "Default (null): 2 when the actor (and the critic, if any) train on FSDP, verl's 128 on any other engine; 128 "
+    "gives verl's own rows back."
 )
 MIN_TOKENS = 2  # one prompt token and one (masked) response token
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
@@ -42,15 +45,23 @@ def padding_row_tokens(config: Any) -> int | None:
     if value is not None:
         if isinstance(value, bool) or not isinstance(value, int) or value < MIN_TOKENS:
             raise ValueError(
-                f"{KEY}: {value!r} is not valid; valid: a whole number of tokens >= {MIN_TOKENS} (each padding row "
-                f"is one prompt token short of it plus one masked response token), or null for the default"
+                f"{KEY}: {value!r} is not valid; valid: a whole number of tokens >= {MIN_TOKENS} (a padding row's "
+                f"prompt tokens and its one masked response token), or null for the default"
             )
         return value
     actor = (config.get("actor_rollout_ref") or {}).get("actor") or {}
-    if actor.get("strategy") not in FSDP_STRATEGIES:
-        return None
-    sequence_parallel = int(actor.get("ulysses_sequence_parallel_size") or 1)
-    return MIN_TOKENS * max(1, sequence_parallel)
+    strategies = [actor.get("strategy")]
+    if _uses_critic(config):
+        strategies.append((config.get("critic") or {}).get("strategy"))
+    return MIN_TOKENS if all(strategy in FSDP_STRATEGIES for strategy in strategies) else None
+
+
+def _uses_critic(config: Any) -> bool:
+    """verl's ``need_critic``: ``critic.enable`` when set, else whether the estimator is GAE."""
+    enable = (config.get("critic") or {}).get("enable")
+    if enable is not None:
+        return bool(enable)
+    return (config.get("algorithm") or {}).get("adv_estimator") == "gae"
 
 
 @contextlib.contextmanager
@@ -85,4 +96,10 @@ def hook_balance_batch(trainer_cls: type) -> None:
         with short_padding_rows(tokens):
             return wrapped(*args, **kwargs)
 
+    @wrapt.decorator
+    def checked_first(wrapped, instance, args, kwargs):
+        padding_row_tokens((instance if instance is not None else args[0]).config)  # in __init__: before any model
+        return wrapped(*args, **kwargs)
+
     trainer_cls._balance_batch = with_short_rows(trainer_cls._balance_batch)
+    trainer_cls._build_replay_buffer = checked_first(trainer_cls._build_replay_buffer)

@@ -29,7 +29,8 @@
 #   K, side by side: the folding workflow (G's workload) sync on GPU 0, colocate_async on GPU 1.
 #   L: folding under colocate_async on 2 GPUs.   M: folding sync on 2 GPUs.
 #   N, side by side: folding's padding rows (docs/results/folding-scaling-h200x2: verl pads each batch to
-#     ppo_mini_batch_size x 8 rows): sync on 1 GPU with verl's 128-token rows (GPU 0) and the pack's 2 (GPU 1).
+#     ppo_mini_batch_size x 8 rows): sync on 1 GPU with verl's 128-token rows (GPU 0) and the pack's 2 (GPU 1);
+#     compare timing_s/ (verl's perf/ token counts include the padding rows).
 # Wave O needs 4 GPUs: N's two runs on GPUs 0 and 1, and M's run on GPUs 2-3, side by side.
 #   WAVES="K J L" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh
 # The carry: python3 scripts/gpu/carry_plan.py --stage --with outputs/data/gsm8k_learn outputs/data/gsm8k_code_verify
