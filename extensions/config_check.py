@@ -42,7 +42,7 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 
 from extensions.custom_advantages import check_estimator_name
-from extensions.engine_rules import attention_problem, composed_stop_string_problems
+from extensions.engine_rules import attention_problem, composed_stop_string_problems, critic_attention_problem
 from extensions.errors import ConfigError, choices
 from extensions.placement_check import check_nodes, check_rollout_size
 from extensions.segment_weights import check_segment_estimator
@@ -186,8 +186,8 @@ def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> lis
         problems += check_rollout_size(cfg, where) + check_trainer_mode(cfg, where)
         problems += check_nodes(cfg, where, entries, resolve)
     problems += composed_stop_string_problems(cfg, entries, where, resolve)
-    if training and (attention := attention_problem(cfg, where)):
-        problems.append(attention)
+    if training:
+        problems += [p for p in (attention_problem(cfg, where), critic_attention_problem(cfg, where)) if p]
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
 
 

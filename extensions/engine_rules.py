@@ -94,6 +94,25 @@ FLASH_PACKAGES = {"flash_attention_2": "flash_attn", "flash_attention_3": "flash
 """The package transformers needs for each flash attention (``is_flash_attn_2_available`` / ``_3_``)."""
 
 
+def critic_attention_problem(cfg: Any, where: str) -> str | None:
+    """The problem with a critic's attention, or None: verl loads an FSDP critic (a value model) with
+    ``attn_implementation="flash_attention_2"`` whatever the config says (``verl/utils/model.py``
+    ``load_valuehead_model``), so without ``flash_attn`` it cannot load."""
+    import importlib.util
+
+    from extensions.verl_compat import uses_critic
+
+    if not uses_critic(cfg) or cfg.critic.get("strategy") not in ("fsdp", "fsdp2"):
+        return None
+    if importlib.util.find_spec("flash_attn") is not None:
+        return None
+    return (
+        f"{where}: the critic (critic.enable, or algorithm.adv_estimator=gae) would not load: verl loads an FSDP "
+        "critic with flash_attention_2 whatever the config says, and the flash_attn package is not installed here; "
+        "install flash-attn, or train without a critic (grpo, turn_grpo and the other critic-free estimators)"
+    )
+
+
 def attention_problem(cfg: Any, where: str) -> str | None:
     """The problem with the actor's attention implementation, or None: verl asks transformers for FlashAttention-2
     unless the config names another, and without the ``flash_attn`` package every worker dies loading the model

@@ -11,7 +11,7 @@ import pytest
 import verl.workers.config.model as verl_model_config
 
 from extensions.config_check import check_composed
-from extensions.engine_rules import VERL_DEFAULT_ATTN, attention_problem
+from extensions.engine_rules import VERL_DEFAULT_ATTN, attention_problem, critic_attention_problem
 from tests.conftest import EXPERIMENTS
 from tests.test_experiment_configs_validate import composed
 
@@ -83,3 +83,32 @@ def test_an_actor_on_another_engine_is_left_alone(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(importlib.util, "find_spec", installed(False))
     cfg = composed("gsm8k_code_verify", DROP_ATTN, "actor_rollout_ref.actor.strategy=megatron")
     assert attention_problem(cfg, "x") is None
+
+
+CRITIC = (
+    "x: the critic (critic.enable, or algorithm.adv_estimator=gae) would not load: verl loads an FSDP critic with "
+    "flash_attention_2 whatever the config says, and the flash_attn package is not installed here; install "
+    "flash-attn, or train without a critic (grpo, turn_grpo and the other critic-free estimators)"
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "problems"),
+    [
+        (["algorithm.adv_estimator=gae"], [CRITIC]),
+        (["critic.enable=true"], [CRITIC]),
+        (["algorithm.adv_estimator=gae", "critic.enable=false"], []),
+        ([], []),  # grpo: no critic
+    ],
+)
+def test_a_critic_without_flash_attn_is_a_config_problem(
+    monkeypatch: pytest.MonkeyPatch, overrides: list[str], problems: list[str]
+) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", installed(False))
+    cfg = composed("gsm8k_learn", *overrides)
+    assert [p for p in check_composed(cfg, "x") if "critic" in p and "flash" in p] == problems
+
+
+def test_a_critic_passes_where_flash_attn_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(importlib.util, "find_spec", installed(True))
+    assert critic_attention_problem(composed("gsm8k_learn", "algorithm.adv_estimator=gae"), "x") is None

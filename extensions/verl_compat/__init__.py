@@ -72,7 +72,7 @@ def check_verl_version(installed: str | None = None) -> str:
 
 check_verl_version()  # before anything below reads verl's internals
 
-from extensions.verl_compat.padding_rows import padding_row_tokens  # noqa: E402
+from extensions.verl_compat.padding_rows import padding_row_tokens, uses_critic  # noqa: E402
 from extensions.verl_compat.registries import (  # noqa: E402
     SYNTHETIC_SYSTEM,
     accept_mcp_tool_yaml,
@@ -132,4 +132,5 @@ __all__ = [
     "padding_row_tokens",
     "poll_interval",
     "tool_parser_registry",
+    "uses_critic",
 ]

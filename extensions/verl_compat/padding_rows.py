@@ -51,13 +51,14 @@ def padding_row_tokens(config: Any) -> int | None:
         return value
     actor = (config.get("actor_rollout_ref") or {}).get("actor") or {}
     strategies = [actor.get("strategy")]
-    if _uses_critic(config):
+    if uses_critic(config):
         strategies.append((config.get("critic") or {}).get("strategy"))
     return MIN_TOKENS if all(strategy in FSDP_STRATEGIES for strategy in strategies) else None
 
 
-def _uses_critic(config: Any) -> bool:
-    """verl's ``need_critic``: ``critic.enable`` when set, else whether the estimator is GAE."""
+def uses_critic(config: Any) -> bool:
+    """Whether the trainer trains a critic, as verl's ``need_critic`` decides: ``critic.enable`` when set, else
+    whether the estimator is GAE."""
     enable = (config.get("critic") or {}).get("enable")
     if enable is not None:
         return bool(enable)
