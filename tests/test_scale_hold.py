@@ -1,4 +1,5 @@
-"""scripts/gpu/scale_hold.sh: its waves' runs, checked before anything starts (no GPU needed for these paths)."""
+"""scripts/gpu/scale_hold.sh: its waves' runs, their GPUs and commands, checked before anything starts (no GPU
+needed for these paths)."""
 
 from __future__ import annotations
 
@@ -8,23 +9,23 @@ import subprocess
 from tests.conftest import ROOT
 
 
-def hold(waves: str, *args: str) -> subprocess.CompletedProcess[str]:
-    env = os.environ | {"WAVES": waves}
+def hold(waves: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
     script = ROOT / "scripts/gpu/scale_hold.sh"
+    env = os.environ | {"WAVES": waves} | env
     return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
 def test_waves_that_reuse_a_run_name_are_refused() -> None:
-    done = hold("A I", "status", "0")
+    done = hold("A C G K", "status", "0")
     assert done.returncode == 2
     assert done.stderr == (
-        'WAVES="A I" run colo_x1 sync_x1 twice (/tmp/runs/NAME): run those waves on separate machines\n'
+        'WAVES="A C G K" run fold_colo_x1 fold_sync_x1 twice (/tmp/runs/NAME): run those waves on separate machines\n'
     )
 
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Z", "status", "0")
-    assert done.returncode == 2 and "unknown wave Z (A to O)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Z (A to S)" in done.stderr
 
 
 def test_wave_o_runs_n_and_m_side_by_side_and_refuses_them_again() -> None:
@@ -33,3 +34,48 @@ def test_wave_o_runs_n_and_m_side_by_side_and_refuses_them_again() -> None:
     assert done.stderr == (
         'WAVES="O N" run fold_pad128 fold_pad2 twice (/tmp/runs/NAME): run those waves on separate machines\n'
     )
+
+
+def test_a_waves_runs_take_the_gpus_in_order() -> None:
+    done = hold("A B I O P R S", "plan")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "wave A, 4 GPU(s): sync_x1 (GPU 0), colo_x1 (GPU 1), sync_x2 (GPUs 2,3)",
+        "wave B, 4 GPU(s): sync_x4 (GPUs 0,1,2,3)",
+        "wave I, 2 GPU(s): sync_x1_b (GPU 0), colo_x1_b (GPU 1)",
+        "wave O, 4 GPU(s): fold_pad128 (GPU 0), fold_pad2 (GPU 1), fold_sync_x2 (GPUs 2,3)",
+        "wave P, 2 GPU(s): sync_x2_16 (GPUs 0,1)",
+        "wave R, 2 GPU(s): verify_sync_x1 (GPU 0), verify_colo_x1 (GPU 1)",
+        "wave S, 2 GPU(s): verify_sep_x1 (GPUs 0,1)",
+    ]
+
+
+def test_a_run_has_one_command_in_every_wave_that_starts_it() -> None:
+    """F's colocate_async run on GPUs 2-3 is Q's on GPUs 0-1; the same overrides either way."""
+    lines = {}
+    for wave in ("F", "Q"):
+        done = hold(wave, "dry", STEPS="10")
+        assert done.returncode == 0, done.stderr
+        (line,) = [line for line in done.stdout.splitlines() if " colo_x2_16 " in line]
+        lines[wave] = line
+    assert lines["F"] == (
+        "CUDA_VISIBLE_DEVICES=2,3 VARIANT=tools train_bg.sh colo_x2_16 algorithm.adv_estimator=turn_grpo "
+        "trainer.total_training_steps=10 trainer.val_before_train=false +ray_kwargs.ray_init.include_dashboard=false "
+        "actor_rollout_ref.rollout.multi_turn.tool_config_path=/tmp/runs/colo_x2_16/src/experiments/gsm8k_learn/"
+        "tools_long_tail.yaml +gpus=x2 +mode=colocate_async data.train_batch_size=16 "
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1"
+    )
+    assert lines["Q"] == lines["F"].replace("CUDA_VISIBLE_DEVICES=2,3", "CUDA_VISIBLE_DEVICES=0,1")
+
+
+def test_the_padding_comparison_differs_only_in_the_padding_rows() -> None:
+    done = hold("N", "dry")
+    assert done.returncode == 0, done.stderr
+    verl_rows, pack_rows = [line for line in done.stdout.splitlines() if "train_bg.sh" in line]
+    assert verl_rows.startswith(
+        "CUDA_VISIBLE_DEVICES=0 VARIANT=ledger_fold LEDGER_QUESTION=flagged TRAIN_COUNT=1000 TEST_COUNT=128 "
+        "train_bg.sh fold_pad128 "
+    )
+    assert verl_rows.endswith(" +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128")
+    expected = verl_rows.replace("CUDA_VISIBLE_DEVICES=0", "CUDA_VISIBLE_DEVICES=1").replace("fold_pad128", "fold_pad2")
+    assert pack_rows == expected.removesuffix(" +trainer.v1.padding_row_tokens=128")

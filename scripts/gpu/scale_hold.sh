@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O) or 2-GPU machine (I-N), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O) or 2-GPU machine (I-N, P-S), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -23,15 +23,21 @@
 #     colocate_async, GPUs 2-3 separate_async (1 trainer GPU + 1 rollout GPU): the loop in all three modes.
 #   WAVES="D G H F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh  # the next measurements
 #     (install ~4 min, D ~8, G ~9, H ~9, F ~8: one 30-minute machine takes the install and two or three waves)
-# Waves I to N need 2 GPUs only (a 2-GPU machine; each comparison within one machine):
-#   I, side by side: A's two 1-GPU runs without validation (the 1-GPU baselines, on a machine without A's runs).
+# Waves I to N and P to S need 2 GPUs only (a 2-GPU machine; each comparison within one machine):
+#   I, side by side: A's two 1-GPU runs without validation (sync_x1_b, colo_x1_b: the 1-GPU baselines, on a machine
+#     without A's runs).
 #   J: colocate_async on 2 GPUs (D's first run).
 #   K, side by side: the folding workflow (G's workload) sync on GPU 0, colocate_async on GPU 1.
 #   L: folding under colocate_async on 2 GPUs.   M: folding sync on 2 GPUs.
 #   N, side by side: folding's padding rows (docs/results/folding-scaling-h200x2: verl pads each batch to
 #     ppo_mini_batch_size x 8 rows): sync on 1 GPU with verl's 128-token rows (GPU 0) and the pack's 2 (GPU 1);
 #     compare timing_s/ (verl's perf/ token counts include the padding rows).
+#   P: F's sync run alone (sync_x2_16).   Q: F's colocate_async run alone (colo_x2_16).
+#   R, side by side: H's sync and colocate_async runs.   S: H's separate_async run alone.
 # Wave O needs 4 GPUs: N's two runs on GPUs 0 and 1, and M's run on GPUs 2-3, side by side.
+# A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
+#   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
+#   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
 #   WAVES="K J L" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh
 # The carry: python3 scripts/gpu/carry_plan.py --stage --with outputs/data/gsm8k_learn outputs/data/gsm8k_code_verify
 #   --start 'WAVES="H F" bash scripts/gpu/background.sh setup bash scripts/gpu/scale_hold.sh' (a tree without docs/).
@@ -44,7 +50,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 STEPS=${STEPS:-10}
 WAVES=${WAVES:-A B}
-runs_of() {  # WAVE: its runs' names
+runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpus_of each)
   case $1 in
   A) echo sync_x1 colo_x1 sync_x2 ;;
   B) echo sync_x4 ;;
@@ -54,21 +60,47 @@ runs_of() {  # WAVE: its runs' names
   F) echo sync_x2_16 colo_x2_16 ;;
   G) echo fold_sync_x1 fold_colo_x1 fold_sync_x2 ;;
   H) echo verify_sync_x1 verify_colo_x1 verify_sep_x1 ;;
-  I) echo sync_x1 colo_x1 ;;
+  I) echo sync_x1_b colo_x1_b ;;
   J) echo colo_x2 ;;
   K) echo fold_sync_x1 fold_colo_x1 ;;
   L) echo fold_colo_x2 ;;
   M) echo fold_sync_x2 ;;
   N) echo fold_pad128 fold_pad2 ;;
   O) echo fold_pad128 fold_pad2 fold_sync_x2 ;;
-  *) echo "unknown wave $1 (A to O)" >&2; exit 2 ;;
+  P) echo sync_x2_16 ;;
+  Q) echo colo_x2_16 ;;
+  R) echo verify_sync_x1 verify_colo_x1 ;;
+  S) echo verify_sep_x1 ;;
+  *) echo "unknown wave $1 (A to S)" >&2; exit 2 ;;
   esac
+}
+gpus_of() {  # RUN: how many GPUs it takes
+  case $1 in
+  sync_x4 | colo_x4) echo 4 ;;
+  sync_x2 | sync_x2_b | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | verify_sep_x1) echo 2 ;;
+  *) echo 1 ;;
+  esac
+}
+plan() {  # one line a wave: each run and its GPUs; fails when a wave needs more than 4
+  local wave n next devices
+  for wave in $WAVES; do
+    next=0; line=""
+    for n in $(runs_of "$wave"); do
+      devices=$(seq -s, "$next" $((next + $(gpus_of "$n") - 1)))
+      next=$((next + $(gpus_of "$n")))
+      if [ "$(gpus_of "$n")" = 1 ]; then line+="${line:+, }$n (GPU $devices)"; else line+="${line:+, }$n (GPUs $devices)"; fi
+    done
+    [ "$next" -le 4 ] || { echo "wave $wave needs $next GPUs" >&2; exit 2; }
+    echo "wave $wave, $next GPU(s): $line"
+  done
 }
 RUNS=$(for wave in $WAVES; do runs_of "$wave"; done | tr '\n' ' ')
 # shellcheck disable=SC2086
 twice=$(printf '%s\n' $RUNS | sort | uniq -d | xargs)
 [ -z "$twice" ] || { echo "WAVES=\"$WAVES\" run $twice twice (/tmp/runs/NAME): run those waves on separate machines" >&2; exit 2; }
 case ${1:-run} in
+plan) plan; exit 0 ;;
+dry) DRY=1 ;;  # print each run's train_bg.sh line, start nothing
 status)
   sleep "${2:-0}"
   bash scripts/gpu/background.sh --status 0 setup
@@ -81,30 +113,37 @@ status)
   exit 0
   ;;
 run) ;;
-*) echo "usage: [WAVES=...] bash scripts/gpu/scale_hold.sh [run | status [SECONDS]]" >&2; exit 2 ;;
+*) echo "usage: [WAVES=...] bash scripts/gpu/scale_hold.sh [run | plan | dry | status [SECONDS]]" >&2; exit 2 ;;
 esac
-source scripts/gpu/hold_start.sh
-hold_run_from_copy scale scripts/gpu/scale_hold.sh run
-gpus_needed=2   # waves I to N fit 2 GPUs; A to H and O use 4
-for wave in $WAVES; do case $wave in [A-HO]) gpus_needed=4 ;; esac; done
-hold_install "$gpus_needed"
+plan > /dev/null
+if [ -z "${DRY:-}" ]; then
+  source scripts/gpu/hold_start.sh
+  hold_run_from_copy scale scripts/gpu/scale_hold.sh run
+  hold_install "$(plan | sed -E 's/^wave [A-Z], ([0-9]) GPU.*/\1/' | sort -n | tail -n 1)"
+fi
+launch() {  # train_bg.sh's arguments (and the env the caller set): start the run, or print it (dry)
+  if [ -z "${DRY:-}" ]; then bash scripts/gpu/train_bg.sh "$@"; return; fi
+  local env=""
+  for v in CUDA_VISIBLE_DEVICES VARIANT LEDGER_QUESTION TRAIN_COUNT TEST_COUNT; do [ -z "${!v:-}" ] || env+="$v=${!v} "; done
+  echo "${env}train_bg.sh $*"
+}
 common=(algorithm.adv_estimator=turn_grpo "trainer.total_training_steps=$STEPS" trainer.val_before_train=false
   +ray_kwargs.ray_init.include_dashboard=false)
 train() {  # NAME GPUS [overrides]: a run in the background on those GPUs, reading its own snapshot's files
   local name=$1 devices=$2; shift 2
-  CUDA_VISIBLE_DEVICES=$devices VARIANT=tools bash scripts/gpu/train_bg.sh "$name" "${common[@]}" \
+  CUDA_VISIBLE_DEVICES=$devices VARIANT=tools launch "$name" "${common[@]}" \
     "actor_rollout_ref.rollout.multi_turn.tool_config_path=/tmp/runs/$name/src/experiments/gsm8k_learn/tools_long_tail.yaml" "$@"
 }
 fold() {  # NAME GPUS [overrides]: a folding run (experiments/ledger_folding's run.sh writes its ledgers first)
   local name=$1 devices=$2; shift 2
   CUDA_VISIBLE_DEVICES=$devices VARIANT=ledger_fold LEDGER_QUESTION=flagged TRAIN_COUNT=1000 TEST_COUNT=128 \
-    bash scripts/gpu/train_bg.sh "$name" "trainer.total_training_steps=${FOLD_STEPS:-6}" trainer.val_before_train=false \
+    launch "$name" "trainer.total_training_steps=${FOLD_STEPS:-6}" trainer.val_before_train=false \
     trainer.test_freq=-1 +ray_kwargs.ray_init.include_dashboard=false actor_rollout_ref.model.enable_gradient_checkpointing=false \
     actor_rollout_ref.actor.ppo_max_token_len_per_gpu=8192 "$@"
 }
 verify() {  # NAME GPUS [overrides]: the code-verify workflow, gsm8k_learn's batch shape (scaling_report reads it)
   local name=$1 devices=$2; shift 2
-  CUDA_VISIBLE_DEVICES=$devices VARIANT=code_verify bash scripts/gpu/train_bg.sh "$name" \
+  CUDA_VISIBLE_DEVICES=$devices VARIANT=code_verify launch "$name" \
     "trainer.total_training_steps=$STEPS" trainer.val_before_train=false trainer.test_freq=-1 \
     +ray_kwargs.ray_init.include_dashboard=false data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 \
     actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.agent.num_workers=4 "$@"
@@ -112,40 +151,42 @@ verify() {  # NAME GPUS [overrides]: the code-verify workflow, gsm8k_learn's bat
 strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
 validated=("trainer.test_freq=$STEPS")
 seed2=(data.seed=2 actor_rollout_ref.rollout.seed=43 "${validated[@]}")
+start() {  # RUN DEVICES: each run's command, the same in every wave that has it
+  local devices=$2
+  case $1 in
+  sync_x1) train sync_x1 "$devices" +gpus=x1 +mode=sync "${validated[@]}" ;;
+  colo_x1) train colo_x1 "$devices" +gpus=x1 +mode=colocate_async "${validated[@]}" ;;
+  sync_x1_b) train sync_x1_b "$devices" +gpus=x1 +mode=sync trainer.test_freq=-1 ;;
+  colo_x1_b) train colo_x1_b "$devices" +gpus=x1 +mode=colocate_async trainer.test_freq=-1 ;;
+  sync_x2 | sync_x2_b) train "$1" "$devices" +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
+  sync_x4) train sync_x4 "$devices" +gpus=x4 +mode=sync trainer.test_freq=-1 ;;
+  sync_x1_s2) train sync_x1_s2 "$devices" +gpus=x1 +mode=sync "${seed2[@]}" ;;
+  colo_x1_s2) train colo_x1_s2 "$devices" +gpus=x1 +mode=colocate_async "${seed2[@]}" ;;
+  sep_x1) train sep_x1 "$devices" +gpus=x1 +mode=separate_async "${validated[@]}" ;;
+  colo_x2) train colo_x2 "$devices" +gpus=x2 +mode=colocate_async trainer.test_freq=-1 ;;
+  colo_x4) train colo_x4 "$devices" +gpus=x4 +mode=colocate_async trainer.test_freq=-1 ;;
+  sync_x2_16) train sync_x2_16 "$devices" +gpus=x2 +mode=sync "${strong[@]}" ;;
+  colo_x2_16) train colo_x2_16 "$devices" +gpus=x2 +mode=colocate_async "${strong[@]}" ;;
+  fold_sync_x1) fold fold_sync_x1 "$devices" +gpus=x1 +mode=sync ;;
+  fold_colo_x1) fold fold_colo_x1 "$devices" +gpus=x1 +mode=colocate_async ;;
+  fold_sync_x2) fold fold_sync_x2 "$devices" +gpus=x2 +mode=sync ;;
+  fold_colo_x2) fold fold_colo_x2 "$devices" +gpus=x2 +mode=colocate_async ;;
+  fold_pad128) fold fold_pad128 "$devices" +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128 ;;
+  fold_pad2) fold fold_pad2 "$devices" +gpus=x1 +mode=sync ;;
+  verify_sync_x1) verify verify_sync_x1 "$devices" +mode=sync ;;
+  verify_colo_x1) verify verify_colo_x1 "$devices" +mode=colocate_async ;;
+  verify_sep_x1) verify verify_sep_x1 "$devices" +mode=separate_async ;;
+  *) echo "no command for run $1" >&2; exit 2 ;;
+  esac
+}
 for wave in $WAVES; do
   echo "== wave $wave ($(date +%T))"
-  case $wave in
-  A) train sync_x1 0 +gpus=x1 +mode=sync "${validated[@]}"
-     train colo_x1 1 +gpus=x1 +mode=colocate_async "${validated[@]}"
-     train sync_x2 2,3 +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
-  B) train sync_x4 0,1,2,3 +gpus=x4 +mode=sync trainer.test_freq=-1 ;;
-  C) train sync_x1_s2 0 +gpus=x1 +mode=sync "${seed2[@]}"
-     train colo_x1_s2 1 +gpus=x1 +mode=colocate_async "${seed2[@]}"
-     train sep_x1 2,3 +gpus=x1 +mode=separate_async "${validated[@]}" ;;
-  D) train colo_x2 0,1 +gpus=x2 +mode=colocate_async trainer.test_freq=-1
-     train sync_x2_b 2,3 +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
-  E) train colo_x4 0,1,2,3 +gpus=x4 +mode=colocate_async trainer.test_freq=-1 ;;
-  F) train sync_x2_16 0,1 +gpus=x2 +mode=sync "${strong[@]}"
-     train colo_x2_16 2,3 +gpus=x2 +mode=colocate_async "${strong[@]}" ;;
-  G) fold fold_sync_x1 0 +gpus=x1 +mode=sync
-     fold fold_colo_x1 1 +gpus=x1 +mode=colocate_async
-     fold fold_sync_x2 2,3 +gpus=x2 +mode=sync ;;
-  H) verify verify_sync_x1 0 +mode=sync
-     verify verify_colo_x1 1 +mode=colocate_async
-     verify verify_sep_x1 2,3 +mode=separate_async ;;
-  I) train sync_x1 0 +gpus=x1 +mode=sync trainer.test_freq=-1
-     train colo_x1 1 +gpus=x1 +mode=colocate_async trainer.test_freq=-1 ;;
-  J) train colo_x2 0,1 +gpus=x2 +mode=colocate_async trainer.test_freq=-1 ;;
-  K) fold fold_sync_x1 0 +gpus=x1 +mode=sync
-     fold fold_colo_x1 1 +gpus=x1 +mode=colocate_async ;;
-  L) fold fold_colo_x2 0,1 +gpus=x2 +mode=colocate_async ;;
-  M) fold fold_sync_x2 0,1 +gpus=x2 +mode=sync ;;
-  N) fold fold_pad128 0 +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128
-     fold fold_pad2 1 +gpus=x1 +mode=sync ;;
-  O) fold fold_pad128 0 +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128
-     fold fold_pad2 1 +gpus=x1 +mode=sync
-     fold fold_sync_x2 2,3 +gpus=x2 +mode=sync ;;
-  esac
+  next=0
+  for n in $(runs_of "$wave"); do
+    start "$n" "$(seq -s, "$next" $((next + $(gpus_of "$n") - 1)))"
+    next=$((next + $(gpus_of "$n")))
+  done
+  [ -n "${DRY:-}" ] && continue
   for n in $(runs_of "$wave"); do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
 done
 echo "scale hold done ($(date +%T))"
