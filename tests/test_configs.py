@@ -47,6 +47,7 @@ def test_bad_experiment_reports_every_problem(tmp_path):
     (tmp_path / "loops.yaml").write_text(BAD_LOOPS)
     (exp / "config.yaml").write_text(
         "hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults: [ppo_trainer, _self_]\n"
+        "algorithm: {adv_estimator: grpo}\n"  # verl's default, gae, trains a critic, which needs flash_attn
         "actor_rollout_ref:\n  model: {override_config: {attn_implementation: sdpa}}\n  rollout:\n    name: vllm\n"
         "    multi_turn: {format: nosuch, tool_config_path: no/tools.yaml}\n"
         f"    agent: {{agent_loop_config_path: {tmp_path / 'loops.yaml'}, default_agent_loop: nosuch_loop}}\n"
@@ -164,6 +165,7 @@ def test_a_validation_that_offers_an_oracle_tool_is_rejected(tmp_path):
     loops = ROOT / "experiments" / "gsm8k_code_verify" / "agent_loops.yaml"  # long_workflow: no tool_selection
     body = (
         "hydra:\n  searchpath: [pkg://verl.trainer.config]\ndefaults: [ppo_trainer, _self_]\n"
+        "algorithm: {adv_estimator: grpo}\n"
         "actor_rollout_ref:\n  model: {override_config: {attn_implementation: sdpa}}\n"
         "  rollout:\n    multi_turn: {tool_config_path: %s}\n"
         "    agent: {default_agent_loop: long_workflow, agent_loop_config_path: %s}\n"
