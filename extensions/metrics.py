@@ -20,6 +20,8 @@ and any logger the user enables (W&B, tensorboard, mlflow):
     longflow/rollout/wall_s/mean, /max      a trajectory's wall time, start to last output
     longflow/rollout/span_s                 the batch's first start to its last finish (sync: real generation time)
     longflow/rollout/take_lag_s             the last finish to the trainer taking the batch (v1 replay buffer poll)
+    longflow/rollout/slowest/tool_s, /generated_tokens, /assistant_turns
+                                            the slowest trajectory's tool wall time, generated tokens and turns
     longflow/policy_versions/mixed_turns    assistant turns whose tokens came from more than one weight version
                                             (a reply aborted and resumed, or an update between a turn's replies)
     longflow/policy_versions/turn_span_max  the largest last - first weight version within one turn
@@ -93,20 +95,32 @@ def rollout_timing(
     ``rollout/wall_s/mean``, ``/max``: a trajectory's time from start to its last output; ``rollout/span_s``:
     the first start to the last finish (in a synchronous step: the real generation time, to set beside
     verl's ``timing_s/gen``); ``rollout/take_lag_s``: the last finish to ``sampled_at``, how long the trainer
-    took to notice (verl's 2 s poll makes it up to 2 s).
+    took to notice (verl's 2 s poll makes it up to 2 s); ``rollout/slowest/tool_s``, ``/generated_tokens``,
+    ``/assistant_turns``: what the slowest trajectory (the one a synchronous step waits for) spent its time on,
+    its tool rounds' wall time and the tokens and turns it generated, over all its segments.
     """
     if not rows:
         return {}
     trajectories: dict[float, float] = {}  # started_at -> the latest finish of its rows
+    segments: dict[float, list[Mapping[str, Any]]] = {}
     for row in rows:
         start = float(row["started_at"])
         trajectories[start] = max(trajectories.get(start, start), float(row["finished_at"]))
+        segments.setdefault(start, []).append(row)
     walls = [end - start for start, end in trajectories.items()]
     last = max(trajectories.values())
+    slowest = max(trajectories, key=lambda start: trajectories[start] - start)
+    turns = [turn for row in segments[slowest] for turn in row.get("turns") or []]
+    assistant = [turn for turn in turns if turn.get("role") == "assistant"]
     metrics = {
         f"{prefix}rollout/wall_s/mean": _mean(walls),
         f"{prefix}rollout/wall_s/max": max(walls),
         f"{prefix}rollout/span_s": last - min(trajectories),
+        f"{prefix}rollout/slowest/tool_s": sum(
+            float(t.get("latency_s") or 0.0) for t in turns if t.get("role") == "tool"
+        ),
+        f"{prefix}rollout/slowest/generated_tokens": float(sum(t["span"][1] - t["span"][0] for t in assistant)),
+        f"{prefix}rollout/slowest/assistant_turns": float(len(assistant)),
     }
     if sampled_at is not None:
         metrics[f"{prefix}rollout/take_lag_s"] = sampled_at - last

@@ -115,10 +115,26 @@ def test_verls_sample_sleeps_the_configured_poll_and_is_timed(monkeypatch) -> No
     assert last_sample_returned_at() == returned
 
 
+def turn(role: str, span: tuple[int, int], latency_s: float | None = None) -> dict:
+    return {"role": role, "span": list(span)} | ({} if latency_s is None else {"latency_s": latency_s})
+
+
 ROWS = [  # two trajectories; the second folded into two segments (each row carries the trajectory's start)
-    {"started_at": 100.0, "finished_at": 103.0, "turns": []},
-    {"started_at": 100.5, "finished_at": 104.0, "turns": [], "segment": 0, "num_segments": 2},
-    {"started_at": 100.5, "finished_at": 109.5, "turns": [], "segment": 1, "num_segments": 2},
+    {"started_at": 100.0, "finished_at": 103.0, "turns": [turn("assistant", (0, 900)), turn("tool", (900, 950), 0.5)]},
+    {
+        "started_at": 100.5,
+        "finished_at": 104.0,
+        "turns": [turn("assistant", (0, 40)), turn("tool", (40, 90), 2.25), turn("assistant", (90, 130))],
+        "segment": 0,
+        "num_segments": 2,
+    },
+    {
+        "started_at": 100.5,
+        "finished_at": 109.5,
+        "turns": [turn("tool", (0, 30), 4.0), turn("user", (30, 40)), turn("assistant", (40, 340))],
+        "segment": 1,
+        "num_segments": 2,
+    },
 ]
 
 
@@ -128,6 +144,11 @@ def test_rollout_timing_is_per_trajectory_and_batch() -> None:
         "longflow/rollout/wall_s/max": 9.0,
         "longflow/rollout/span_s": 9.5,  # 100.0 -> 109.5
         "longflow/rollout/take_lag_s": 0.25,
+        # the slowest is the folded one (9.0 s): both segments' tool rounds and assistant turns, not the first
+        # trajectory's 900 tokens
+        "longflow/rollout/slowest/tool_s": 6.25,
+        "longflow/rollout/slowest/generated_tokens": 380.0,  # 40 + 40 + 300
+        "longflow/rollout/slowest/assistant_turns": 3.0,
     }
     assert "longflow/rollout/take_lag_s" not in rollout_timing(ROWS)
     assert rollout_timing([]) == {}
