@@ -185,9 +185,8 @@ def check_composed(cfg: DictConfig, where: str, *, training: bool = True) -> lis
     if training:
         problems += check_rollout_size(cfg, where) + check_trainer_mode(cfg, where)
         problems += check_nodes(cfg, where, entries, resolve)
-    problems += composed_stop_string_problems(cfg, entries, where, resolve)
-    if training:
         problems += [p for p in (attention_problem(cfg, where), critic_attention_problem(cfg, where)) if p]
+    problems += composed_stop_string_problems(cfg, entries, where, resolve)
     return problems + check_reward(cfg, where) + check_validation_oracles(cfg, where)
 
 

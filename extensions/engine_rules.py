@@ -100,11 +100,11 @@ def critic_attention_problem(cfg: Any, where: str) -> str | None:
     ``load_valuehead_model``), so without ``flash_attn`` it cannot load."""
     import importlib.util
 
-    from extensions.verl_compat import uses_critic
+    from extensions.verl_compat import FSDP_STRATEGIES, uses_critic
 
-    if not uses_critic(cfg) or cfg.critic.get("strategy") not in ("fsdp", "fsdp2"):
+    if not uses_critic(cfg) or cfg.critic.get("strategy") not in FSDP_STRATEGIES:
         return None
-    if importlib.util.find_spec("flash_attn") is not None:
+    if importlib.util.find_spec(FLASH_PACKAGES[VERL_DEFAULT_ATTN]) is not None:
         return None
     return (
         f"{where}: the critic (critic.enable, or algorithm.adv_estimator=gae) would not load: verl loads an FSDP "
@@ -121,10 +121,11 @@ def attention_problem(cfg: Any, where: str) -> str | None:
     engines take their attention from elsewhere."""
     import importlib.util
 
-    model = cfg.actor_rollout_ref.model
-    if cfg.actor_rollout_ref.actor.get("strategy") not in ("fsdp", "fsdp2"):
+    from extensions.verl_compat import FSDP_STRATEGIES
+
+    if cfg.actor_rollout_ref.actor.get("strategy") not in FSDP_STRATEGIES:
         return None
-    override = model.get("override_config") or {}
+    override = cfg.actor_rollout_ref.model.get("override_config") or {}
     implementation = str(override.get("attn_implementation", VERL_DEFAULT_ATTN))
     package = FLASH_PACKAGES.get(implementation)
     if package is None or importlib.util.find_spec(package) is not None:

@@ -48,16 +48,6 @@ def test_verl_default_attention_without_flash_attn_is_a_config_problem(monkeypat
     ]
 
 
-def test_a_named_flash_attention_without_flash_attn_is_a_config_problem(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importlib.util, "find_spec", installed(False))
-    cfg = composed("gsm8k_learn", "actor_rollout_ref.model.override_config.attn_implementation=flash_attention_2")
-    assert check_composed(cfg, "x") == [
-        "x: actor_rollout_ref.model.override_config.attn_implementation is 'flash_attention_2', which needs the "
-        "flash_attn package, and it is not installed here (the actor would fail to load); set "
-        "actor_rollout_ref.model.override_config.attn_implementation=sdpa or install it"
-    ]
-
-
 def test_flash_attention_passes_where_flash_attn_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", installed(True))
     assert check_composed(composed("gsm8k_code_verify", DROP_ATTN), "gsm8k_code_verify") == []
@@ -69,12 +59,17 @@ def test_the_rollout_driver_check_leaves_the_actor_alone(monkeypatch: pytest.Mon
     assert check_composed(composed("gsm8k_code_verify", DROP_ATTN), "x", training=False) == []
 
 
-def test_flash_attention_3_needs_its_own_package(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("implementation", "package"), [("flash_attention_2", "flash_attn"), ("flash_attention_3", "flash_attn_interface")]
+)
+def test_a_named_flash_attention_without_its_package_is_a_config_problem(
+    monkeypatch: pytest.MonkeyPatch, implementation: str, package: str
+) -> None:
     monkeypatch.setattr(importlib.util, "find_spec", installed(False))
-    cfg = composed("gsm8k_learn", "actor_rollout_ref.model.override_config.attn_implementation=flash_attention_3")
+    cfg = composed("gsm8k_learn", f"actor_rollout_ref.model.override_config.attn_implementation={implementation}")
     assert check_composed(cfg, "x") == [
-        "x: actor_rollout_ref.model.override_config.attn_implementation is 'flash_attention_3', which needs the "
-        "flash_attn_interface package, and it is not installed here (the actor would fail to load); set "
+        f"x: actor_rollout_ref.model.override_config.attn_implementation is '{implementation}', which needs the "
+        f"{package} package, and it is not installed here (the actor would fail to load); set "
         "actor_rollout_ref.model.override_config.attn_implementation=sdpa or install it"
     ]
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import subprocess
 
+import pytest
+
 from tests.conftest import ROOT
 
 
@@ -15,25 +17,19 @@ def hold(waves: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]
     return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
-def test_waves_that_reuse_a_run_name_are_refused() -> None:
-    done = hold("A C G K", "status", "0")
+@pytest.mark.parametrize(
+    ("waves", "twice"),
+    [("A C G K", "fold_colo_x1 fold_sync_x1"), ("O N", "fold_pad128 fold_pad2")],  # O is N and M side by side
+)
+def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None:
+    done = hold(waves, "status", "0")
     assert done.returncode == 2
-    assert done.stderr == (
-        'WAVES="A C G K" run fold_colo_x1 fold_sync_x1 twice (/tmp/runs/NAME): run those waves on separate machines\n'
-    )
+    assert done.stderr == f'WAVES="{waves}" run {twice} twice (/tmp/runs/NAME): run those waves on separate machines\n'
 
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Z", "status", "0")
     assert done.returncode == 2 and "unknown wave Z (A to S)" in done.stderr
-
-
-def test_wave_o_runs_n_and_m_side_by_side_and_refuses_them_again() -> None:
-    done = hold("O N", "status", "0")
-    assert done.returncode == 2
-    assert done.stderr == (
-        'WAVES="O N" run fold_pad128 fold_pad2 twice (/tmp/runs/NAME): run those waves on separate machines\n'
-    )
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:

@@ -72,7 +72,7 @@ def check_verl_version(installed: str | None = None) -> str:
 
 check_verl_version()  # before anything below reads verl's internals
 
-from extensions.verl_compat.padding_rows import padding_row_tokens, uses_critic  # noqa: E402
+from extensions.verl_compat.padding_rows import FSDP_STRATEGIES, padding_row_tokens, uses_critic  # noqa: E402
 from extensions.verl_compat.registries import (  # noqa: E402
     SYNTHETIC_SYSTEM,
     accept_mcp_tool_yaml,
@@ -102,6 +102,7 @@ from extensions.verl_compat.worker_hooks import (  # noqa: E402
 )
 
 __all__ = [
+    "FSDP_STRATEGIES",
     "install_weight_ipc_scope",
     "installed_weight_ipc_scope",
     "POLL_KEY",

@@ -81,17 +81,23 @@ gpus_of() {  # RUN: how many GPUs it takes
   *) echo 1 ;;
   esac
 }
+assign() {  # WAVE: "RUN DEVICES" a line, the wave's runs taking the GPUs in order
+  local n next=0
+  for n in $(runs_of "$1"); do
+    echo "$n $(seq -s, "$next" $((next + $(gpus_of "$n") - 1)))"
+    next=$((next + $(gpus_of "$n")))
+  done
+}
 plan() {  # one line a wave: each run and its GPUs; fails when a wave needs more than 4
-  local wave n next devices
+  local wave n devices line used
   for wave in $WAVES; do
-    next=0; line=""
-    for n in $(runs_of "$wave"); do
-      devices=$(seq -s, "$next" $((next + $(gpus_of "$n") - 1)))
-      next=$((next + $(gpus_of "$n")))
+    line=""; used=0
+    while read -r n devices; do
       if [ "$(gpus_of "$n")" = 1 ]; then line+="${line:+, }$n (GPU $devices)"; else line+="${line:+, }$n (GPUs $devices)"; fi
-    done
-    [ "$next" -le 4 ] || { echo "wave $wave needs $next GPUs" >&2; exit 2; }
-    echo "wave $wave, $next GPU(s): $line"
+      used=$((used + $(gpus_of "$n")))
+    done < <(assign "$wave")
+    [ "$used" -le 4 ] || { echo "wave $wave needs $used GPUs" >&2; exit 2; }
+    echo "wave $wave, $used GPU(s): $line"
   done
 }
 RUNS=$(for wave in $WAVES; do runs_of "$wave"; done | tr '\n' ' ')
@@ -181,11 +187,7 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
 }
 for wave in $WAVES; do
   echo "== wave $wave ($(date +%T))"
-  next=0
-  for n in $(runs_of "$wave"); do
-    start "$n" "$(seq -s, "$next" $((next + $(gpus_of "$n") - 1)))"
-    next=$((next + $(gpus_of "$n")))
-  done
+  while read -r n devices; do start "$n" "$devices"; done < <(assign "$wave")
   [ -n "${DRY:-}" ] && continue
   for n in $(runs_of "$wave"); do while [ ! -f "/tmp/runs/$n/rc" ]; do sleep 5; done; done
 done
