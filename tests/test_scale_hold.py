@@ -29,11 +29,11 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Z", "status", "0")
-    assert done.returncode == 2 and "unknown wave Z (A to S)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Z (A to V)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
-    done = hold("A B I O P R S", "plan")
+    done = hold("A B I O P R S T", "plan")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "wave A, 4 GPU(s): sync_x1 (GPU 0), colo_x1 (GPU 1), sync_x2 (GPUs 2,3)",
@@ -43,7 +43,12 @@ def test_a_waves_runs_take_the_gpus_in_order() -> None:
         "wave P, 2 GPU(s): sync_x2_16 (GPUs 0,1)",
         "wave R, 2 GPU(s): verify_sync_x1 (GPU 0), verify_colo_x1 (GPU 1)",
         "wave S, 2 GPU(s): verify_sep_x1 (GPUs 0,1)",
+        "wave T, 4 GPU(s): sync_x1_s3 (GPU 0), colo_x1_s3 (GPU 1), sync_x1_s4 (GPU 2), colo_x1_s4 (GPU 3)",
     ]
+    done = hold("V", "plan")  # V reruns O's and R's runs: another machine
+    assert done.stdout == (
+        "wave V, 4 GPU(s): fold_pad128 (GPU 0), fold_pad2 (GPU 1), verify_sync_x1 (GPU 2), verify_colo_x1 (GPU 3)\n"
+    )
 
 
 def test_a_run_has_one_command_in_every_wave_that_starts_it() -> None:
@@ -75,3 +80,24 @@ def test_the_padding_comparison_differs_only_in_the_padding_rows() -> None:
     assert verl_rows.endswith(" +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128")
     expected = verl_rows.replace("CUDA_VISIBLE_DEVICES=0", "CUDA_VISIBLE_DEVICES=1").replace("fold_pad128", "fold_pad2")
     assert pack_rows == expected.removesuffix(" +trainer.v1.padding_row_tokens=128")
+
+
+@pytest.mark.parametrize(("run", "seeds"), [("sync_x1_s3", "3 44"), ("colo_x1_s4", "4 45")])
+def test_a_further_seed_differs_from_seed_one_only_in_its_seeds(run: str, seeds: str) -> None:
+    """T's accuracy runs are A's validated 1-GPU runs (the same mode, validation, steps) with other seeds."""
+    first = {"sync_x1_s3": "sync_x1", "colo_x1_s4": "colo_x1"}[run]
+    data_seed, rollout_seed = seeds.split()
+    lines = {}
+    for wave, name in (("T", run), ("A", first)):
+        done = hold(wave, "dry", STEPS="10")
+        assert done.returncode == 0, done.stderr
+        (lines[name],) = [line.split(" ", 1)[1] for line in done.stdout.splitlines() if f" {name} " in line]
+    expected = (
+        lines[first]
+        .replace(first, run)
+        .replace(
+            " trainer.test_freq=10",
+            f" data.seed={data_seed} actor_rollout_ref.rollout.seed={rollout_seed} trainer.test_freq=10",
+        )
+    )
+    assert lines[run] == expected

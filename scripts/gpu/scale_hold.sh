@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O) or 2-GPU machine (I-N, P-S), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V) or 2-GPU machine (I-N, P-S, U), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -35,6 +35,11 @@
 #   P: F's sync run alone (sync_x2_16).   Q: F's colocate_async run alone (colo_x2_16).
 #   R, side by side: H's sync and colocate_async runs.   S: H's separate_async run alone.
 # Wave O needs 4 GPUs: N's two runs on GPUs 0 and 1, and M's run on GPUs 2-3, side by side.
+# Held-out accuracy, more seeds (A's and C's 1-GPU runs with data.seed=3 / rollout.seed=44 and 4 / 45, validated):
+#   T (4 GPUs), side by side: sync_x1_s3, colo_x1_s3, sync_x1_s4, colo_x1_s4.   U (2 GPUs): seed 3's two runs.
+#   then: python scripts/val_compare.py RESULTS --rescored sync=sync_x1,sync_x1_s2,sync_x1_s3,sync_x1_s4
+#     colo=colo_x1,colo_x1_s2,colo_x1_s3,colo_x1_s4
+# Wave V needs 4 GPUs: N's two runs on GPUs 0 and 1, R's on GPUs 2 and 3, side by side.
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
@@ -71,7 +76,10 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   Q) echo colo_x2_16 ;;
   R) echo verify_sync_x1 verify_colo_x1 ;;
   S) echo verify_sep_x1 ;;
-  *) echo "unknown wave $1 (A to S)" >&2; exit 2 ;;
+  T) echo sync_x1_s3 colo_x1_s3 sync_x1_s4 colo_x1_s4 ;;
+  U) echo sync_x1_s3 colo_x1_s3 ;;
+  V) echo fold_pad128 fold_pad2 verify_sync_x1 verify_colo_x1 ;;
+  *) echo "unknown wave $1 (A to V)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
@@ -157,6 +165,8 @@ verify() {  # NAME GPUS [overrides]: the code-verify workflow, gsm8k_learn's bat
 strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
 validated=("trainer.test_freq=$STEPS")
 seed2=(data.seed=2 actor_rollout_ref.rollout.seed=43 "${validated[@]}")
+seed3=(data.seed=3 actor_rollout_ref.rollout.seed=44 "${validated[@]}")
+seed4=(data.seed=4 actor_rollout_ref.rollout.seed=45 "${validated[@]}")
 start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   local devices=$2
   case $1 in
@@ -168,6 +178,10 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   sync_x4) train sync_x4 "$devices" +gpus=x4 +mode=sync trainer.test_freq=-1 ;;
   sync_x1_s2) train sync_x1_s2 "$devices" +gpus=x1 +mode=sync "${seed2[@]}" ;;
   colo_x1_s2) train colo_x1_s2 "$devices" +gpus=x1 +mode=colocate_async "${seed2[@]}" ;;
+  sync_x1_s3) train sync_x1_s3 "$devices" +gpus=x1 +mode=sync "${seed3[@]}" ;;
+  colo_x1_s3) train colo_x1_s3 "$devices" +gpus=x1 +mode=colocate_async "${seed3[@]}" ;;
+  sync_x1_s4) train sync_x1_s4 "$devices" +gpus=x1 +mode=sync "${seed4[@]}" ;;
+  colo_x1_s4) train colo_x1_s4 "$devices" +gpus=x1 +mode=colocate_async "${seed4[@]}" ;;
   sep_x1) train sep_x1 "$devices" +gpus=x1 +mode=separate_async "${validated[@]}" ;;
   colo_x2) train colo_x2 "$devices" +gpus=x2 +mode=colocate_async trainer.test_freq=-1 ;;
   colo_x4) train colo_x4 "$devices" +gpus=x4 +mode=colocate_async trainer.test_freq=-1 ;;
