@@ -29,11 +29,11 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Z", "status", "0")
-    assert done.returncode == 2 and "unknown wave Z (A to V)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Z (A to Y)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
-    done = hold("A B I O P R S T", "plan")
+    done = hold("A B I O P R S T W X Y", "plan")
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [
         "wave A, 4 GPU(s): sync_x1 (GPU 0), colo_x1 (GPU 1), sync_x2 (GPUs 2,3)",
@@ -44,6 +44,9 @@ def test_a_waves_runs_take_the_gpus_in_order() -> None:
         "wave R, 2 GPU(s): verify_sync_x1 (GPU 0), verify_colo_x1 (GPU 1)",
         "wave S, 2 GPU(s): verify_sep_x1 (GPUs 0,1)",
         "wave T, 4 GPU(s): sync_x1_s3 (GPU 0), colo_x1_s3 (GPU 1), sync_x1_s4 (GPU 2), colo_x1_s4 (GPU 3)",
+        "wave W, 4 GPU(s): fold_sync_x4 (GPUs 0,1,2,3)",
+        "wave X, 4 GPU(s): fold_colo_x4 (GPUs 0,1,2,3)",
+        "wave Y, 4 GPU(s): fold_sync_x2_16 (GPUs 0,1), fold_colo_x2_16 (GPUs 2,3)",
     ]
     done = hold("V", "plan")  # V reruns O's and R's runs: another machine
     assert done.stdout == (
@@ -101,3 +104,17 @@ def test_a_further_seed_differs_from_seed_one_only_in_its_seeds(run: str, seeds:
         )
     )
     assert lines[run] == expected
+
+
+def test_folding_strong_scaling_runs_one_gpus_batch_on_two() -> None:
+    """Y's runs are the 2-GPU preset with gpus/x1's batch and mini-batch (16 ledgers x 8, 192): the same samples a
+    step as fold_sync_x1, so the step time compares directly."""
+    done = hold("Y", "dry")
+    assert done.returncode == 0, done.stderr
+    sync, colo = [line for line in done.stdout.splitlines() if "train_bg.sh" in line]
+    assert sync.endswith(
+        " +gpus=x2 +mode=sync data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=192"
+    )
+    assert colo == sync.replace("0,1", "2,3").replace("fold_sync_x2_16", "fold_colo_x2_16").replace(
+        "+mode=sync", "+mode=colocate_async"
+    )

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O, T, V) or 2-GPU machine (I-N, P-S, U), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Y) or 2-GPU machine (I-N, P-S, U), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -40,6 +40,10 @@
 #   then: python scripts/val_compare.py RESULTS --rescored sync=sync_x1,sync_x1_s2,sync_x1_s3,sync_x1_s4
 #     colo=colo_x1,colo_x1_s2,colo_x1_s3,colo_x1_s4
 # Wave V needs 4 GPUs: N's two runs on GPUs 0 and 1, R's on GPUs 2 and 3, side by side.
+# The folding workflow on 4 GPUs and its strong scaling (G's workload; 4 GPUs each):
+#   W: folding sync on 4 GPUs (64 ledgers x 8).   X: folding colocate_async on 4 GPUs.
+#   Y, side by side, strong scaling (one GPU's batch, 16 ledgers x 8 and its mini-batch, on 2 GPUs): GPUs 0-1 sync,
+#     GPUs 2-3 colocate_async.
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
@@ -79,13 +83,17 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   T) echo sync_x1_s3 colo_x1_s3 sync_x1_s4 colo_x1_s4 ;;
   U) echo sync_x1_s3 colo_x1_s3 ;;
   V) echo fold_pad128 fold_pad2 verify_sync_x1 verify_colo_x1 ;;
-  *) echo "unknown wave $1 (A to V)" >&2; exit 2 ;;
+  W) echo fold_sync_x4 ;;
+  X) echo fold_colo_x4 ;;
+  Y) echo fold_sync_x2_16 fold_colo_x2_16 ;;
+  *) echo "unknown wave $1 (A to Y)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
   case $1 in
-  sync_x4 | colo_x4) echo 4 ;;
-  sync_x2 | sync_x2_b | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | verify_sep_x1) echo 2 ;;
+  sync_x4 | colo_x4 | fold_sync_x4 | fold_colo_x4) echo 4 ;;
+  sync_x2 | sync_x2_b | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | fold_sync_x2_16 | \
+    fold_colo_x2_16 | verify_sep_x1) echo 2 ;;
   *) echo 1 ;;
   esac
 }
@@ -163,6 +171,7 @@ verify() {  # NAME GPUS [overrides]: the code-verify workflow, gsm8k_learn's bat
     actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.agent.num_workers=4 "$@"
 }
 strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
+fold_strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=192)   # gpus/x1's batch
 validated=("trainer.test_freq=$STEPS")
 seed2=(data.seed=2 actor_rollout_ref.rollout.seed=43 "${validated[@]}")
 seed3=(data.seed=3 actor_rollout_ref.rollout.seed=44 "${validated[@]}")
@@ -191,6 +200,10 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   fold_colo_x1) fold fold_colo_x1 "$devices" +gpus=x1 +mode=colocate_async ;;
   fold_sync_x2) fold fold_sync_x2 "$devices" +gpus=x2 +mode=sync ;;
   fold_colo_x2) fold fold_colo_x2 "$devices" +gpus=x2 +mode=colocate_async ;;
+  fold_sync_x4) fold fold_sync_x4 "$devices" +gpus=x4 +mode=sync ;;
+  fold_colo_x4) fold fold_colo_x4 "$devices" +gpus=x4 +mode=colocate_async ;;
+  fold_sync_x2_16) fold fold_sync_x2_16 "$devices" +gpus=x2 +mode=sync "${fold_strong[@]}" ;;
+  fold_colo_x2_16) fold fold_colo_x2_16 "$devices" +gpus=x2 +mode=colocate_async "${fold_strong[@]}" ;;
   fold_pad128) fold fold_pad128 "$devices" +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128 ;;
   fold_pad2) fold fold_pad2 "$devices" +gpus=x1 +mode=sync ;;
   verify_sync_x1) verify verify_sync_x1 "$devices" +mode=sync ;;
