@@ -28,8 +28,8 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 
 def test_an_unknown_wave_is_named() -> None:
-    done = hold("K Z", "status", "0")
-    assert done.returncode == 2 and "unknown wave Z (A to Y)" in done.stderr
+    done = hold("K Q9", "status", "0")
+    assert done.returncode == 2 and "unknown wave Q9 (A to Z)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
@@ -48,6 +48,8 @@ def test_a_waves_runs_take_the_gpus_in_order() -> None:
         "wave X, 4 GPU(s): fold_colo_x4 (GPUs 0,1,2,3)",
         "wave Y, 4 GPU(s): fold_sync_x2_16 (GPUs 0,1), fold_colo_x2_16 (GPUs 2,3)",
     ]
+    done = hold("Z", "plan")  # Z reruns H's separate_async run: another machine
+    assert done.stdout == "wave Z, 4 GPU(s): verify_sep_x1 (GPUs 0,1), verify_sep_nh (GPUs 2,3)\n"
     done = hold("V", "plan")  # V reruns O's and R's runs: another machine
     assert done.stdout == (
         "wave V, 4 GPU(s): fold_pad128 (GPU 0), fold_pad2 (GPU 1), verify_sync_x1 (GPU 2), verify_colo_x1 (GPU 3)\n"
