@@ -4,7 +4,7 @@
 # without tools (verl's single_turn_agent); STEPS (40) GRPO steps of 16 prompts x 8, greedy held-out accuracy on
 # all 1,319 GSM8K test problems before step 1 and after the last step.
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/ab_hold.sh     # install, then the four runs
-#   OUT=$OUT bash scripts/gpu/ab_hold.sh status [SECONDS]                # progress; $OUT gets each run's .tgz
+#   OUT=$OUT bash scripts/gpu/ab_hold.sh status [SECONDS]                # progress; $OUT gets runs.tgz
 # Seed s sets the data order (data.seed=s) and vLLM's sampling seed (rollout.seed=41+s): seed 1 is the
 # committed config's (data.seed 1, rollout.seed 42). Both arms of a seed see the same problems in the same order.
 # Needs outputs/data/gsm8k_learn (experiments/gsm8k_learn/prepare_data.sh) in the working tree.

@@ -3,7 +3,7 @@
 # returns at once (the ledgers are generated there, deterministically; nothing else needs carrying):
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/fold_pair_hold.sh
 #   OUT=$OUT bash scripts/gpu/fold_pair_hold.sh status [SECONDS]   # polls: waits SECONDS (0), then progress;
-#       $OUT gets setup.log, ledger_fold.tgz (the trainer) and side_ledger.tgz (the driver's runs)
+#       $OUT gets setup.log, runs.tgz (the trainer, under ledger_fold/) and side_ledger.tgz (the driver's runs)
 # GPU $TRAIN_GPU (1): experiments/ledger_folding VARIANT=fold on LEDGER_QUESTION's ledgers (flagged), trained for
 #   $STEPS (30) GRPO steps at 8 prompts x 4, validated once at the end ("folding, trained"); no validation before
 #   training, which GPU 0 measures instead.

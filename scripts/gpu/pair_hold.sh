@@ -3,7 +3,7 @@
 # started by the last carry call so that it returns at once (carry outputs/gsm8k_input too):
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/pair_hold.sh
 #   OUT=$OUT bash scripts/gpu/pair_hold.sh status [SECONDS]   # polls, back to back: waits SECONDS (0), then
-#       each part's progress; $OUT gets setup.log, ledger_fold.tgz, side_ledger.tgz, side_ask.tgz, engines.tgz
+#       each part's progress; $OUT gets setup.log, runs.tgz (the trainer, under ledger_fold/), side_ledger.tgz, side_ask.tgz, engines.tgz
 # GPU $LEDGER_GPU (1), context folding on the lookup ledgers (LEDGER_QUESTION=lookup; LEDGER_ANSWER and
 #   LEDGER_FOOTER pass on to experiments/ledger_folding/task.sh): ledger_hold.sh,
 #   the folding loop trained for $STEPS (30) GRPO steps, validated before and after ("folding, untrained" and

@@ -56,7 +56,7 @@
 # Needs outputs/data/gsm8k_code_verify too for H (LONGFLOW_GSM8K_DIR=DIR: the two extensions.data.gsm8k lines of
 # experiments/gsm8k_code_verify/run.sh).
 #   OUT=$OUT bash scripts/gpu/scale_hold.sh status [SECONDS]       # progress, each run's weight-sync socket (two runs
-#                                                                  # must show different ones); $OUT gets each .tgz
+#                                                                  # must show different ones); $OUT gets runs.tgz
 # Needs outputs/data/gsm8k_learn (experiments/gsm8k_learn/prepare_data.sh) in the working tree.
 set -euo pipefail
 cd "$(dirname "$0")/../.."

@@ -9,8 +9,9 @@
 #   bash scripts/gpu/train_bg.sh --wait NAME SECONDS   # print progress until it ends or SECONDS pass,
 #                                                      # then copy the run's files to $OUT/NAME (if $OUT is set)
 #   bash scripts/gpu/train_bg.sh --status SECONDS NAME...  # several runs: wait until all end or SECONDS pass,
-#                                                      # one line each, GPU memory; $OUT/NAME.tgz holds each
+#                                                      # one line each, GPU memory; $OUT/runs.tgz holds each
 #                                                      # run's command, metrics, console log, rc and val/ so far
+#                                                      # under NAME/ (one file: $OUT takes back 8 at most)
 # The run works on a snapshot of the repo taken at start (/tmp/runs/NAME/src), so later device calls,
 # which re-send the working tree, never change the code under a running trainer. Its data is
 # outputs/data/gsm8k_learn/$VARIANT (experiments/gsm8k_learn/prepare_data.sh; carry it on the first call).
@@ -22,6 +23,7 @@ if [ "${1:-}" = --status ]; then   # --status SECONDS NAME...: wait until every 
   ended() { for n in "$@"; do [ -f "/tmp/runs/$n/rc" ] || return 1; done; }
   while ! ended "$@" && [ "$(date +%s)" -lt "$deadline" ]; do sleep 15; done
   nvidia-smi --query-gpu=memory.used,utilization.gpu --format=csv,noheader 2>/dev/null | sed 's/^/gpu: /'
+  archived=()
   for n in "$@"; do
     d=/tmp/runs/$n
     last=$(grep -aoE "step:[0-9]+ - .*" "$d/console.log" 2>/dev/null | tail -n 1)
@@ -30,11 +32,11 @@ if [ "${1:-}" = --status ]; then   # --status SECONDS NAME...: wait until every 
       "$(grep -oE "val-core/[^ @]*/acc/mean@1:[^ ]*" "$d/console.log" 2>/dev/null | tail -n 1)" \
       "$(grep -oE "val-core/[^ ]*@[^ /]*/acc/mean@1:[^ ]*" "$d/console.log" 2>/dev/null | tail -n 1)" \
       "tracebacks: $(grep -c Traceback "$d/console.log" 2>/dev/null)" "$([ -f "$d/rc" ] && echo "exit $(cat "$d/rc")")"
-    if [ -n "${OUT:-}" ] && [ -d "$d" ]; then   # everything so far, one file per run (8 files come back at most)
-      files=(); for f in command.txt metrics.jsonl console.log rc val rollouts; do [ -e "$d/$f" ] && files+=("$f"); done
-      tar -czf "$OUT/$n.tgz" -C "$d" "${files[@]}"
-    fi
+    for f in command.txt metrics.jsonl console.log rc val rollouts; do [ -e "$d/$f" ] && archived+=("$n/$f"); done
   done
+  if [ -n "${OUT:-}" ] && [ "${#archived[@]}" -gt 0 ]; then   # everything so far, every run in one file
+    tar -czf "$OUT/runs.tgz" -C /tmp/runs "${archived[@]}"
+  fi
   exit 0
 fi
 if [ "${1:-}" = --wait ]; then

@@ -2,7 +2,7 @@
 # Context folding from a warm start on a ONE-GPU machine, started in the background (scripts/gpu/background.sh):
 #   bash scripts/gpu/background.sh setup bash scripts/gpu/warm_start_hold.sh
 #   OUT=$OUT bash scripts/gpu/warm_start_hold.sh status [SECONDS]   # polls: waits SECONDS (0), then progress;
-#       $OUT gets setup.log, sft/ (steps, summary), demos.tgz, ledger_fold.tgz (the trainer, its training rollouts
+#       $OUT gets setup.log, sft/ (steps, summary), demos.tgz, runs.tgz (the trainer under ledger_fold/, its training rollouts
 #       included: trainer.rollout_data_dir), side_ledger.tgz
 # 1. install (wheels, check, model);
 # 2. demonstrations: $DEMO_COUNT (160) flagged training ledgers of seed 1 (the trainer's are seed 0) through
