@@ -12,7 +12,9 @@ its standard error (std of the per-problem differences / sqrt(n)). Writes ``RESU
 
 Two arms given as ``NAME=RUN,RUN,...`` (the same number of runs, one a seed, paired in the order given) add the
 arms' difference: per seed, and over seeds, where each problem's difference is the mean over seeds of its per-seed
-differences (problems every run validated), so the standard error is paired across arms and seeds alike.
+differences (problems every run validated), so the standard error is paired across arms and seeds alike, and write
+them to ``RESULTS/val_arms.csv`` and ``RESULTS/val_arms.png`` (each seed's difference and the mean, in points, with
+one standard error each side).
 
 ``--rescored``: every row's ``acc`` is the reward's current answer rules applied to its dumped text
 (``experiments/rescore/rescore.py``), for runs whose trainer scored with older rules; the pack must be importable.
@@ -58,20 +60,52 @@ def mean_se(values: list[float]) -> tuple[float, float]:
     return mean, math.sqrt(var / n)
 
 
-def arm_difference(runs: dict[str, dict[int, dict[str, dict]]], arms: dict[str, list[str]]) -> list[str]:
-    """Lines of the two arms' paired difference of their last validations: per seed, then over seeds."""
+def arm_rows(runs: dict[str, dict[int, dict[str, dict]]], arms: dict[str, list[str]]) -> list[dict]:
+    """The two arms' paired difference of their last validations: a row a seed, then one over seeds."""
     (a, a_runs), (b, b_runs) = arms.items()
     last = {name: steps[max(steps)] for name, steps in runs.items()}
     common = sorted(set.intersection(*(set(last[name]) for name in a_runs + b_runs)))
-    lines, per_problem = [f"{a} - {b}, last validations, seeds paired in the order given:"], []
+    rows, per_problem = [], []
     for seed, (ra, rb) in enumerate(zip(a_runs, b_runs, strict=True), start=1):
         diffs = [float(last[ra][k]["acc"]) - float(last[rb][k]["acc"]) for k in common]
         per_problem.append(diffs)
         diff, se = mean_se(diffs)
-        lines.append(f"  seed {seed}: {ra} - {rb}: {diff:+.4f} (s.e. {se:.4f}, n {len(common)})")
+        rows.append({"pair": f"seed {seed}: {ra} - {rb}", "difference": diff, "se": se, "n": len(common)})
     diff, se = mean_se([sum(d) / len(d) for d in zip(*per_problem, strict=True)])
-    lines.append(f"  mean over {len(a_runs)} seed(s): {diff:+.4f} (s.e. {se:.4f}, n {len(common)})")
+    rows.append({"pair": f"mean over {len(a_runs)} seed(s)", "difference": diff, "se": se, "n": len(common)})
+    return rows
+
+
+def arm_difference(runs: dict[str, dict[int, dict[str, dict]]], arms: dict[str, list[str]]) -> list[str]:
+    """Lines of the two arms' paired difference of their last validations: per seed, then over seeds."""
+    a, b = arms
+    lines = [f"{a} - {b}, last validations, seeds paired in the order given:"]
+    for row in arm_rows(runs, arms):
+        lines.append(f"  {row['pair']}: {row['difference']:+.4f} (s.e. {row['se']:.4f}, n {row['n']})")
     return lines
+
+
+def plot_arms(rows: list[dict], arms: dict[str, list[str]], verdicts: str, path: Path) -> None:
+    """Each seed's paired difference and the mean over seeds, in points, with one standard error each side."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    a, b = arms
+    fig, ax = plt.subplots(figsize=(8, 0.5 * len(rows) + 1.6))
+    ys = list(range(len(rows)))[::-1]
+    for y, row in zip(ys, rows, strict=True):
+        mean = row is rows[-1]
+        ax.errorbar(100 * row["difference"], y, xerr=100 * row["se"], fmt="D" if mean else "o", capsize=4,
+                    color="black" if mean else "tab:blue")  # fmt: skip
+    ax.axvline(0, color="grey", lw=0.8)
+    ax.set_yticks(ys, [row["pair"] for row in rows])
+    ax.set_xlabel(f"held-out accuracy, points ({verdicts}), ± one paired standard error")
+    ax.set_title(f"{a} - {b}: paired differences of the last validations")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
 
 
 def parse_arms(args: list[str]) -> tuple[list[str], dict[str, list[str]]]:
@@ -127,6 +161,12 @@ def main(results: Path, args: list[str]) -> None:
         print(f"{a} (step {max(runs[a])}) - {b} (step {max(runs[b])}): {diff:+.4f} (s.e. {se:.4f}, n {len(common)})")
     if arms:
         print("\n" + "\n".join(arm_difference(runs, arms)))
+        rows = arm_rows(runs, arms)
+        with (results / "val_arms.csv").open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=["pair", "verdicts", "difference", "se", "n"])
+            writer.writeheader()
+            writer.writerows({**row, "verdicts": verdicts} for row in rows)
+        plot_arms(rows, arms, verdicts, results / "val_arms.png")
     with (results / "val_summary.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(table[0]))
         writer.writeheader()

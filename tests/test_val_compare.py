@@ -3,6 +3,7 @@ held-out prompts through a second loop) cannot be paired, and it says so instead
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 
@@ -41,6 +42,14 @@ def test_two_arms_with_two_seeds_are_paired_across_arms_and_seeds(tmp_path: Path
         "  seed 2: a2 - b2: +0.3333 (s.e. 0.3333, n 3)",  # 0, 0, 1
         "  mean over 2 seed(s): +0.3333 (s.e. 0.1667, n 3)",  # per problem 0.5, 0, 0.5
     ]
+    with (tmp_path / "val_arms.csv").open() as f:
+        rows = [(r["pair"], r["verdicts"], float(r["difference"]), float(r["se"]), r["n"]) for r in csv.DictReader(f)]
+    assert rows == [
+        ("seed 1: a1 - b1", "recorded", pytest.approx(1 / 3, abs=1e-15), pytest.approx(1 / 3, abs=1e-15), "3"),
+        ("seed 2: a2 - b2", "recorded", pytest.approx(1 / 3, abs=1e-15), pytest.approx(1 / 3, abs=1e-15), "3"),
+        ("mean over 2 seed(s)", "recorded", pytest.approx(1 / 3, abs=1e-15), pytest.approx(1 / 6, abs=1e-15), "3"),
+    ]
+    assert (tmp_path / "val_arms.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     with pytest.raises(SystemExit) as error:
         vc.main(tmp_path, ["a=a1,a2", "b=b1"])
     assert str(error.value) == (
