@@ -76,11 +76,11 @@ def arm_rows(runs: dict[str, dict[int, dict[str, dict]]], arms: dict[str, list[s
     return rows
 
 
-def arm_difference(runs: dict[str, dict[int, dict[str, dict]]], arms: dict[str, list[str]]) -> list[str]:
-    """Lines of the two arms' paired difference of their last validations: per seed, then over seeds."""
+def arm_difference(arms: dict[str, list[str]], rows: list[dict]) -> list[str]:
+    """Lines of the two arms' paired difference (``arm_rows``): per seed, then over seeds."""
     a, b = arms
     lines = [f"{a} - {b}, last validations, seeds paired in the order given:"]
-    for row in arm_rows(runs, arms):
+    for row in rows:
         lines.append(f"  {row['pair']}: {row['difference']:+.4f} (s.e. {row['se']:.4f}, n {row['n']})")
     return lines
 
@@ -159,18 +159,18 @@ def main(results: Path, args: list[str]) -> None:
             continue
         diff, se = mean_se([float(last_a[k]["acc"]) - float(last_b[k]["acc"]) for k in common])
         print(f"{a} (step {max(runs[a])}) - {b} (step {max(runs[b])}): {diff:+.4f} (s.e. {se:.4f}, n {len(common)})")
+    with (results / "val_summary.csv").open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(table[0]))
+        writer.writeheader()
+        writer.writerows(table)
     if arms:
-        print("\n" + "\n".join(arm_difference(runs, arms)))
         rows = arm_rows(runs, arms)
+        print("\n" + "\n".join(arm_difference(arms, rows)))
         with (results / "val_arms.csv").open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=["pair", "verdicts", "difference", "se", "n"])
             writer.writeheader()
             writer.writerows({**row, "verdicts": verdicts} for row in rows)
         plot_arms(rows, arms, verdicts, results / "val_arms.png")
-    with (results / "val_summary.csv").open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(table[0]))
-        writer.writeheader()
-        writer.writerows(table)
 
 
 if __name__ == "__main__":

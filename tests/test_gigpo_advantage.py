@@ -14,7 +14,16 @@ from verl.trainer.config import AlgoConfig
 from extensions import custom_advantages as ca
 from extensions.errors import ConfigError
 from extensions.verl_config import compose_verl_config
-from tests.test_custom_advantages import EPS, _registered, compute_advantage, other, proto, t, turn, z  # noqa: F401
+from tests.test_custom_advantages import (
+    EPS,
+    _registered,  # noqa: F401  (the autouse fixture: restores the rows provider)
+    compute_advantage,
+    other,
+    proto,
+    t,
+    turn,
+    z,
+)
 
 
 def gigpo_case() -> tuple[torch.Tensor, torch.Tensor, np.ndarray, list[dict | None]]:

@@ -19,7 +19,13 @@ def hold(waves: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]
 
 @pytest.mark.parametrize(
     ("waves", "twice"),
-    [("A C G K", "fold_colo_x1 fold_sync_x1"), ("O N", "fold_pad128 fold_pad2")],  # O is N and M side by side
+    [
+        ("A C G K", "fold_colo_x1 fold_sync_x1"),
+        ("O N", "fold_pad128 fold_pad2"),  # O is N and M side by side
+        ("T U", "colo_x1_s3 sync_x1_s3"),  # U is T's seed 3 on 2 GPUs
+        ("R V", "verify_colo_x1 verify_sync_x1"),  # V is N and R side by side
+        ("H Z", "verify_sep_x1"),  # Z runs H's separate_async run beside the one without the hybrid replica
+    ],
 )
 def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None:
     done = hold(waves, "status", "0")
@@ -87,10 +93,13 @@ def test_the_padding_comparison_differs_only_in_the_padding_rows() -> None:
     assert pack_rows == expected.removesuffix(" +trainer.v1.padding_row_tokens=128")
 
 
-@pytest.mark.parametrize(("run", "seeds"), [("sync_x1_s3", "3 44"), ("colo_x1_s4", "4 45")])
+@pytest.mark.parametrize(
+    ("run", "seeds"),
+    [("sync_x1_s3", "3 44"), ("colo_x1_s3", "3 44"), ("sync_x1_s4", "4 45"), ("colo_x1_s4", "4 45")],
+)
 def test_a_further_seed_differs_from_seed_one_only_in_its_seeds(run: str, seeds: str) -> None:
     """T's accuracy runs are A's validated 1-GPU runs (the same mode, validation, steps) with other seeds."""
-    first = {"sync_x1_s3": "sync_x1", "colo_x1_s4": "colo_x1"}[run]
+    first = run.rsplit("_", 1)[0]  # sync_x1 or colo_x1
     data_seed, rollout_seed = seeds.split()
     lines = {}
     for wave, name in (("T", run), ("A", first)):
@@ -118,5 +127,32 @@ def test_folding_strong_scaling_runs_one_gpus_batch_on_two() -> None:
         " +gpus=x2 +mode=sync data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=192"
     )
     assert colo == sync.replace("0,1", "2,3").replace("fold_sync_x2_16", "fold_colo_x2_16").replace(
+        "+mode=sync", "+mode=colocate_async"
+    )
+
+
+def dry_lines(waves: str) -> dict[str, str]:
+    """Each run's train_bg.sh line of a dry run, by run name."""
+    done = hold(waves, "dry", STEPS="10")
+    assert done.returncode == 0, done.stderr
+    return {
+        line.split("train_bg.sh ")[1].split()[0]: line for line in done.stdout.splitlines() if "train_bg.sh" in line
+    }
+
+
+def test_without_the_hybrid_replica_differs_from_h_only_in_that_switch() -> None:
+    z, h = dry_lines("Z"), dry_lines("H")
+    assert z["verify_sep_nh"] == (
+        z["verify_sep_x1"].replace("0,1", "2,3").replace("verify_sep_x1", "verify_sep_nh")
+        + " actor_rollout_ref.hybrid_engine=false"
+    )
+    assert z["verify_sep_x1"] == h["verify_sep_x1"].replace("CUDA_VISIBLE_DEVICES=2,3", "CUDA_VISIBLE_DEVICES=0,1")
+
+
+def test_folding_on_four_gpus_uses_the_x4_preset() -> None:
+    lines = dry_lines("W") | dry_lines("X")
+    assert lines["fold_sync_x4"].startswith("CUDA_VISIBLE_DEVICES=0,1,2,3 VARIANT=ledger_fold ")
+    assert lines["fold_sync_x4"].endswith(" +gpus=x4 +mode=sync")
+    assert lines["fold_colo_x4"] == lines["fold_sync_x4"].replace("fold_sync_x4", "fold_colo_x4").replace(
         "+mode=sync", "+mode=colocate_async"
     )

@@ -26,6 +26,7 @@ def runs() -> Iterator[list[str]]:
     for i, name in enumerate(names):
         d = RUNS / name
         (d / "src").mkdir(parents=True)  # the run's snapshot of the repo: never archived
+        (d / "src" / "README.md").write_text("the repo as the run started\n")
         (d / "command.txt").write_text(f"python3 -m verl.trainer.main_ppo run {i}\n")
         (d / "metrics.jsonl").write_text('{"step": 1}\n')
         (d / "console.log").write_text(f"step:1 - timing_s/step:{10 + i}.5 - critic/score/mean:0.25\n")
@@ -38,17 +39,24 @@ def runs() -> Iterator[list[str]]:
         shutil.rmtree(RUNS / name, ignore_errors=True)
 
 
-def test_status_archives_every_run_in_one_file(runs: list[str], tmp_path: Path) -> None:
-    done = subprocess.run(
-        ["bash", str(ROOT / "scripts/gpu/train_bg.sh"), "--status", "0", *runs],
-        env=os.environ | {"OUT": str(tmp_path)},
+def status(out: Path, *names: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu/train_bg.sh"), "--status", "0", *names],
+        env=os.environ | {"OUT": str(out)},
         capture_output=True,
         text=True,
         timeout=60,
     )
+
+
+def test_status_archives_every_run_in_one_file(runs: list[str], tmp_path: Path) -> None:
+    not_started = f"status-{uuid.uuid4().hex[:8]}-none"  # named in the wave, no folder yet
+    done = status(tmp_path, *runs, not_started)
     assert done.returncode == 0, done.stderr
     assert f"{runs[0]}: step:1 timing_s/step:10.5 critic/score/mean:0.25" in done.stdout
-    assert done.stdout.rstrip().endswith("tracebacks: 0 exit 0")
+    assert f"{runs[-1]}: step:1 timing_s/step:18.5 critic/score/mean:0.25   tracebacks: 0 exit 0" in done.stdout
+    assert f"\n{not_started}: " in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("runs.tgz: ") and done.stdout.rstrip().endswith(" KiB")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs.tgz"]
     with tarfile.open(tmp_path / "runs.tgz") as tar:
         members = sorted(m.name for m in tar.getmembers() if m.isfile())
@@ -57,3 +65,10 @@ def test_status_archives_every_run_in_one_file(runs: list[str], tmp_path: Path) 
     expected += [f"{runs[-1]}/rc", f"{runs[-1]}/val/10.jsonl"]
     assert members == sorted(expected)
     assert console == "step:1 - timing_s/step:13.5 - critic/score/mean:0.25\n"
+
+
+def test_status_before_any_run_has_files_writes_no_archive(tmp_path: Path) -> None:
+    done = status(tmp_path, f"status-{uuid.uuid4().hex[:8]}-none")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "runs.tgz: no run has files yet"
+    assert list(tmp_path.iterdir()) == []

@@ -36,6 +36,10 @@ if [ "${1:-}" = --status ]; then   # --status SECONDS NAME...: wait until every 
   done
   if [ -n "${OUT:-}" ] && [ "${#archived[@]}" -gt 0 ]; then   # everything so far, every run in one file
     tar -czf "$OUT/runs.tgz" -C /tmp/runs "${archived[@]}"
+    size=$(stat -c %s "$OUT/runs.tgz")   # $OUT hands back files of up to 16 MiB
+    echo "runs.tgz: $((size / 1024)) KiB$([ "$size" -gt $((15 * 1024 * 1024)) ] && echo ", near the 16 MiB a file \$OUT hands back: copy fewer runs")"
+  elif [ -n "${OUT:-}" ]; then
+    echo "runs.tgz: no run has files yet"
   fi
   exit 0
 fi
