@@ -17,6 +17,15 @@ def hold(waves: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]
     return subprocess.run(["bash", str(script), *args], env=env, capture_output=True, text=True, timeout=60)
 
 
+def dry_lines(waves: str) -> dict[str, str]:
+    """Each run's train_bg.sh line of a dry run, by run name."""
+    done = hold(waves, "dry", STEPS="10")
+    assert done.returncode == 0, done.stderr
+    return {
+        line.split("train_bg.sh ")[1].split()[0]: line for line in done.stdout.splitlines() if "train_bg.sh" in line
+    }
+
+
 @pytest.mark.parametrize(
     ("waves", "twice"),
     [
@@ -64,12 +73,7 @@ def test_a_waves_runs_take_the_gpus_in_order() -> None:
 
 def test_a_run_has_one_command_in_every_wave_that_starts_it() -> None:
     """F's colocate_async run on GPUs 2-3 is Q's on GPUs 0-1; the same overrides either way."""
-    lines = {}
-    for wave in ("F", "Q"):
-        done = hold(wave, "dry", STEPS="10")
-        assert done.returncode == 0, done.stderr
-        (line,) = [line for line in done.stdout.splitlines() if " colo_x2_16 " in line]
-        lines[wave] = line
+    lines = {wave: dry_lines(wave)["colo_x2_16"] for wave in ("F", "Q")}
     assert lines["F"] == (
         "CUDA_VISIBLE_DEVICES=2,3 VARIANT=tools train_bg.sh colo_x2_16 algorithm.adv_estimator=turn_grpo "
         "trainer.total_training_steps=10 trainer.val_before_train=false +ray_kwargs.ray_init.include_dashboard=false "
@@ -81,9 +85,8 @@ def test_a_run_has_one_command_in_every_wave_that_starts_it() -> None:
 
 
 def test_the_padding_comparison_differs_only_in_the_padding_rows() -> None:
-    done = hold("N", "dry")
-    assert done.returncode == 0, done.stderr
-    verl_rows, pack_rows = [line for line in done.stdout.splitlines() if "train_bg.sh" in line]
+    lines = dry_lines("N")
+    verl_rows, pack_rows = lines["fold_pad128"], lines["fold_pad2"]
     assert verl_rows.startswith(
         "CUDA_VISIBLE_DEVICES=0 VARIANT=ledger_fold LEDGER_QUESTION=flagged TRAIN_COUNT=1000 TEST_COUNT=128 "
         "train_bg.sh fold_pad128 "
@@ -101,11 +104,7 @@ def test_a_further_seed_differs_from_seed_one_only_in_its_seeds(run: str, seeds:
     """T's accuracy runs are A's validated 1-GPU runs (the same mode, validation, steps) with other seeds."""
     first = run.rsplit("_", 1)[0]  # sync_x1 or colo_x1
     data_seed, rollout_seed = seeds.split()
-    lines = {}
-    for wave, name in (("T", run), ("A", first)):
-        done = hold(wave, "dry", STEPS="10")
-        assert done.returncode == 0, done.stderr
-        (lines[name],) = [line.split(" ", 1)[1] for line in done.stdout.splitlines() if f" {name} " in line]
+    lines = {name: dry_lines(wave)[name].split(" ", 1)[1] for wave, name in (("T", run), ("A", first))}
     expected = (
         lines[first]
         .replace(first, run)
@@ -120,24 +119,14 @@ def test_a_further_seed_differs_from_seed_one_only_in_its_seeds(run: str, seeds:
 def test_folding_strong_scaling_runs_one_gpus_batch_on_two() -> None:
     """Y's runs are the 2-GPU preset with gpus/x1's batch and mini-batch (16 ledgers x 8, 192): the same samples a
     step as fold_sync_x1, so the step time compares directly."""
-    done = hold("Y", "dry")
-    assert done.returncode == 0, done.stderr
-    sync, colo = [line for line in done.stdout.splitlines() if "train_bg.sh" in line]
+    lines = dry_lines("Y")
+    sync, colo = lines["fold_sync_x2_16"], lines["fold_colo_x2_16"]
     assert sync.endswith(
         " +gpus=x2 +mode=sync data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=192"
     )
     assert colo == sync.replace("0,1", "2,3").replace("fold_sync_x2_16", "fold_colo_x2_16").replace(
         "+mode=sync", "+mode=colocate_async"
     )
-
-
-def dry_lines(waves: str) -> dict[str, str]:
-    """Each run's train_bg.sh line of a dry run, by run name."""
-    done = hold(waves, "dry", STEPS="10")
-    assert done.returncode == 0, done.stderr
-    return {
-        line.split("train_bg.sh ")[1].split()[0]: line for line in done.stdout.splitlines() if "train_bg.sh" in line
-    }
 
 
 def test_without_the_hybrid_replica_differs_from_h_only_in_that_switch() -> None:
