@@ -20,8 +20,9 @@ and any logger the user enables (W&B, tensorboard, mlflow):
     longflow/rollout/wall_s/mean, /max      a trajectory's wall time, start to last output
     longflow/rollout/span_s                 the batch's first start to its last finish (sync: real generation time)
     longflow/rollout/take_lag_s             the last finish to the trainer taking the batch (v1 replay buffer poll)
-    longflow/rollout/slowest/tool_s, /generated_tokens, /assistant_turns
-                                            the slowest trajectory's tool wall time, generated tokens and turns
+    longflow/rollout/slowest/tool_s, /generate_s, /user_s, /generated_tokens, /assistant_turns
+                                            the slowest trajectory's time in tools (code blocks run inside a
+                                            turn included), generating and in user turns; its tokens and turns
     longflow/policy_versions/mixed_turns    assistant turns whose tokens came from more than one weight version
                                             (a reply aborted and resumed, or an update between a turn's replies)
     longflow/policy_versions/turn_span_max  the largest last - first weight version within one turn
@@ -95,9 +96,8 @@ def rollout_timing(
     ``rollout/wall_s/mean``, ``/max``: a trajectory's time from start to its last output; ``rollout/span_s``:
     the first start to the last finish (in a synchronous step: the real generation time, to set beside
     verl's ``timing_s/gen``); ``rollout/take_lag_s``: the last finish to ``sampled_at``, how long the trainer
-    took to notice (verl's 2 s poll makes it up to 2 s); ``rollout/slowest/tool_s``, ``/generated_tokens``,
-    ``/assistant_turns``: what the slowest trajectory (the one a synchronous step waits for) spent its time on,
-    its tool rounds' wall time and the tokens and turns it generated, over all its segments.
+    took to notice (verl's 2 s poll makes it up to 2 s); ``rollout/slowest/...``: what the slowest trajectory
+    (the one a synchronous step waits for) spent its time on, over all its segments (``time_split``).
     """
     if not rows:
         return {}
@@ -110,21 +110,44 @@ def rollout_timing(
     walls = [end - start for start, end in trajectories.items()]
     last = max(trajectories.values())
     slowest = max(trajectories, key=lambda start: trajectories[start] - start)
-    turns = [turn for row in segments[slowest] for turn in row.get("turns") or []]
-    assistant = [turn for turn in turns if turn.get("role") == "assistant"]
     metrics = {
         f"{prefix}rollout/wall_s/mean": _mean(walls),
         f"{prefix}rollout/wall_s/max": max(walls),
         f"{prefix}rollout/span_s": last - min(trajectories),
-        f"{prefix}rollout/slowest/tool_s": sum(
-            float(t.get("latency_s") or 0.0) for t in turns if t.get("role") == "tool"
-        ),
-        f"{prefix}rollout/slowest/generated_tokens": float(sum(t["span"][1] - t["span"][0] for t in assistant)),
-        f"{prefix}rollout/slowest/assistant_turns": float(len(assistant)),
     }
+    turns = [turn for row in segments[slowest] for turn in row.get("turns") or []]
+    metrics.update({f"{prefix}rollout/slowest/{key}": value for key, value in time_split(turns).items()})
     if sampled_at is not None:
         metrics[f"{prefix}rollout/take_lag_s"] = sampled_at - last
     return metrics
+
+
+def time_split(turns: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Where one trajectory's time went, from its turn records (``records_schema.TurnRecord``).
+
+    ``tool_s``: its tool rounds' wall time plus the code blocks run inside its assistant turns (code-fence format:
+    ``code_calls``); ``generate_s``: its assistant turns' wall time less those blocks; ``user_s``: its user turns'
+    (a played user's reply); ``generated_tokens``: its assistant turns' tokens less the outputs inserted into them;
+    ``assistant_turns``. What ``wall_s`` has beyond the three times the loop spent elsewhere (verl's queue, the
+    reward, the event loop serving other trajectories).
+    """
+    assistant = [turn for turn in turns if turn.get("role") == "assistant"]
+    inline = [call for turn in assistant for call in turn.get("code_calls") or []]
+    inline_s = sum(_latency(call) for call in inline)
+    return {
+        "tool_s": sum(_latency(turn) for turn in turns if turn.get("role") == "tool") + inline_s,
+        "generate_s": max(0.0, sum(_latency(turn) for turn in assistant) - inline_s),
+        "user_s": sum(_latency(turn) for turn in turns if turn.get("role") == "user"),
+        "generated_tokens": float(
+            sum(turn["span"][1] - turn["span"][0] for turn in assistant)
+            - sum(call["span"][1] - call["span"][0] for call in inline if call.get("span"))
+        ),
+        "assistant_turns": float(len(assistant)),
+    }
+
+
+def _latency(record: Mapping[str, Any]) -> float:
+    return float(record.get("latency_s") or 0.0)
 
 
 def version_metrics(rows: Sequence[Mapping[str, Any]], prefix: str = "longflow/") -> dict[str, float]:

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from extensions.code_fence import output_block
+from extensions.metrics import time_split
 from tests.conftest import ROOT, Row, build_worker, register_loop, run_batch, sample
 
 TOOLS = ROOT / "experiments" / "gsm8k_learn" / "tools.yaml"
@@ -63,6 +64,10 @@ async def test_two_blocks_run_inside_one_turn_with_exact_tokens_and_masks(fence_
     lo, hi = calls[0]["span"]
     assert tok.decode(row.response_ids[lo:hi]) == out1 and set(row.mask[lo:hi]) == {0}
     assert extras["final_answer_text"].endswith("#### 43")
+    split = time_split(extras["turns"])  # the blocks' run time is tool time, their outputs no generated tokens
+    assert split["tool_s"] == pytest.approx(calls[0]["latency_s"] + calls[1]["latency_s"]) and split["tool_s"] > 0
+    assert split["generate_s"] == pytest.approx(turn["latency_s"] - split["tool_s"])
+    assert split["generated_tokens"] == sum(row.mask) and split["assistant_turns"] == 1
 
 
 async def test_an_invented_output_block_is_never_taken_for_a_result(fence_worker):

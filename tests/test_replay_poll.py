@@ -17,7 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 from verl.trainer.ppo.v1 import replay_buffer, trainer_base
 
-from extensions.metrics import longflow_metrics, rollout_timing
+from extensions.metrics import longflow_metrics, rollout_timing, time_split
 from extensions.verl_compat import installed_trainer_hooks, last_sample_returned_at, poll_interval
 from tests.conftest import compose_experiment
 
@@ -115,23 +115,32 @@ def test_verls_sample_sleeps_the_configured_poll_and_is_timed(monkeypatch) -> No
     assert last_sample_returned_at() == returned
 
 
-def turn(role: str, span: tuple[int, int], latency_s: float | None = None) -> dict:
-    return {"role": role, "span": list(span)} | ({} if latency_s is None else {"latency_s": latency_s})
+def turn(role: str, span: tuple[int, int], latency_s: float | None = None, **fields) -> dict:
+    return {"role": role, "span": list(span), **fields} | ({} if latency_s is None else {"latency_s": latency_s})
 
 
 ROWS = [  # two trajectories; the second folded into two segments (each row carries the trajectory's start)
-    {"started_at": 100.0, "finished_at": 103.0, "turns": [turn("assistant", (0, 900)), turn("tool", (900, 950), 0.5)]},
+    {
+        "started_at": 100.0,
+        "finished_at": 103.0,
+        "turns": [turn("assistant", (0, 900), 2.5), turn("tool", (900, 950), 0.5)],
+    },
     {
         "started_at": 100.5,
         "finished_at": 104.0,
-        "turns": [turn("assistant", (0, 40)), turn("tool", (40, 90), 2.25), turn("assistant", (90, 130))],
+        "turns": [turn("assistant", (0, 40), 0.75), turn("tool", (40, 90), 2.25), turn("assistant", (90, 130), 0.5)],
         "segment": 0,
         "num_segments": 2,
     },
     {
         "started_at": 100.5,
         "finished_at": 109.5,
-        "turns": [turn("tool", (0, 30), 4.0), turn("user", (30, 40)), turn("assistant", (40, 340))],
+        "turns": [
+            turn("tool", (0, 30), 4.0),
+            turn("user", (30, 40), 1.0),
+            # a code-fence turn: its 0.5 s include a block run inside it (0.25 s) whose output is tokens 200-260
+            turn("assistant", (40, 340), 0.5, code_calls=[{"latency_s": 0.25, "span": [200, 260]}]),
+        ],
         "segment": 1,
         "num_segments": 2,
     },
@@ -144,14 +153,27 @@ def test_rollout_timing_is_per_trajectory_and_batch() -> None:
         "longflow/rollout/wall_s/max": 9.0,
         "longflow/rollout/span_s": 9.5,  # 100.0 -> 109.5
         "longflow/rollout/take_lag_s": 0.25,
-        # the slowest is the folded one (9.0 s): both segments' tool rounds and assistant turns, not the first
-        # trajectory's 900 tokens
-        "longflow/rollout/slowest/tool_s": 6.25,
-        "longflow/rollout/slowest/generated_tokens": 380.0,  # 40 + 40 + 300
+        # the slowest is the folded one (9.0 s): both segments' turns, not the first trajectory's 900 tokens
+        "longflow/rollout/slowest/tool_s": 6.5,  # 2.25 + 4.0 + the block run inside a turn, 0.25
+        "longflow/rollout/slowest/generate_s": 1.5,  # 0.75 + 0.5 + (0.5 - 0.25)
+        "longflow/rollout/slowest/user_s": 1.0,
+        "longflow/rollout/slowest/generated_tokens": 320.0,  # 40 + 40 + (300 - the block's 60 output tokens)
         "longflow/rollout/slowest/assistant_turns": 3.0,
     }
     assert "longflow/rollout/take_lag_s" not in rollout_timing(ROWS)
     assert rollout_timing([]) == {}
+
+
+def test_time_split_without_latencies_counts_tokens_only() -> None:
+    # records from before turns carried latency_s (or a refused block: no span) give 0 s, never a negative time
+    turns = [turn("assistant", (0, 50), code_calls=[{"latency_s": 0.4}]), turn("tool", (50, 60))]
+    assert time_split(turns) == {
+        "tool_s": 0.4,
+        "generate_s": 0.0,
+        "user_s": 0.0,
+        "generated_tokens": 50.0,
+        "assistant_turns": 1.0,
+    }
 
 
 def test_the_training_metrics_carry_the_timing() -> None:

@@ -41,6 +41,8 @@ COLUMNS = {
     "wall_max_s": "longflow/rollout/wall_s/max",
     "wall_mean_s": "longflow/rollout/wall_s/mean",
     "slowest_tool_s": "longflow/rollout/slowest/tool_s",
+    "slowest_generate_s": "longflow/rollout/slowest/generate_s",
+    "slowest_user_s": "longflow/rollout/slowest/user_s",
     "slowest_generated_tokens": "longflow/rollout/slowest/generated_tokens",
     "slowest_assistant_turns": "longflow/rollout/slowest/assistant_turns",
     "tokens": "perf/total_num_tokens",
