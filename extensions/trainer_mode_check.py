@@ -53,6 +53,13 @@ def _separate_async_problems(cfg: Any, v1: Any, where: str) -> list[str]:
             f"and actor_rollout_ref.rollout.n_gpus_per_node >= 1 (got {rollout.get('nnodes')} and "
             f"{rollout.get('n_gpus_per_node')}); the trainer keeps trainer.n_gpus_per_node"
         )
+    if cfg.actor_rollout_ref.get("hybrid_engine", True) is False:
+        problems.append(
+            f"{where}: actor_rollout_ref.hybrid_engine=false stops verl 0.9.1's separate_async trainer in its setup "
+            "(at its default VERL_LOGGING_LEVEL=INFO), after the rollout replicas start: trainer_separate_async.py "
+            "passes flush=True to logger.info (TypeError: Logger._log() got an unexpected keyword argument 'flush'); "
+            "leave actor_rollout_ref.hybrid_engine=true"
+        )
     backend = rollout.checkpoint_engine.backend
     if backend == "naive":
         problems.append(

@@ -33,7 +33,7 @@ def dry_lines(waves: str) -> dict[str, str]:
         ("O N", "fold_pad128 fold_pad2"),  # O is N and M side by side
         ("T U", "colo_x1_s3 sync_x1_s3"),  # U is T's seed 3 on 2 GPUs
         ("R V", "verify_colo_x1 verify_sync_x1"),  # V is N and R side by side
-        ("H Z", "verify_sep_x1"),  # Z runs H's separate_async run beside the one without the hybrid replica
+        ("H Z", "verify_sep_x1"),  # Z runs H's separate_async run beside M's folding run
     ],
 )
 def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None:
@@ -63,8 +63,8 @@ def test_a_waves_runs_take_the_gpus_in_order() -> None:
         "wave X, 4 GPU(s): fold_colo_x4 (GPUs 0,1,2,3)",
         "wave Y, 4 GPU(s): fold_sync_x2_16 (GPUs 0,1), fold_colo_x2_16 (GPUs 2,3)",
     ]
-    done = hold("Z", "plan")  # Z reruns H's separate_async run: another machine
-    assert done.stdout == "wave Z, 4 GPU(s): verify_sep_x1 (GPUs 0,1), verify_sep_nh (GPUs 2,3)\n"
+    done = hold("Z", "plan")  # Z reruns H's separate_async run and M's folding run: another machine
+    assert done.stdout == "wave Z, 4 GPU(s): verify_sep_x1 (GPUs 0,1), fold_sync_x2 (GPUs 2,3)\n"
     done = hold("V", "plan")  # V reruns O's and R's runs: another machine
     assert done.stdout == (
         "wave V, 4 GPU(s): fold_pad128 (GPU 0), fold_pad2 (GPU 1), verify_sync_x1 (GPU 2), verify_colo_x1 (GPU 3)\n"
@@ -129,13 +129,11 @@ def test_folding_strong_scaling_runs_one_gpus_batch_on_two() -> None:
     )
 
 
-def test_without_the_hybrid_replica_differs_from_h_only_in_that_switch() -> None:
-    z, h = dry_lines("Z"), dry_lines("H")
-    assert z["verify_sep_nh"] == (
-        z["verify_sep_x1"].replace("0,1", "2,3").replace("verify_sep_x1", "verify_sep_nh")
-        + " actor_rollout_ref.hybrid_engine=false"
-    )
+def test_z_runs_h_and_m_side_by_side_with_their_own_commands() -> None:
+    z, h, m = dry_lines("Z"), dry_lines("H"), dry_lines("M")
     assert z["verify_sep_x1"] == h["verify_sep_x1"].replace("CUDA_VISIBLE_DEVICES=2,3", "CUDA_VISIBLE_DEVICES=0,1")
+    assert z["fold_sync_x2"] == m["fold_sync_x2"].replace("CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=2,3")
+    assert not any("hybrid_engine" in line for line in z.values())
 
 
 def test_folding_on_four_gpus_uses_the_x4_preset() -> None:

@@ -5,8 +5,12 @@ before any model loads."""
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
+
 import pytest
 import yaml
+from verl.trainer.ppo.v1 import trainer_separate_async
 from verl.utils.config import validate_config
 
 from extensions.config_check import check_composed
@@ -64,6 +68,23 @@ def test_separate_async_problems_are_listed_at_once() -> None:
         "gsm8k_learn: separate_async sends weights to the rollout GPUs: set "
         "actor_rollout_ref.rollout.checkpoint_engine.backend=nccl (or nixl, mooncake); 'naive' only works colocated",
     ]
+
+
+def test_separate_async_without_the_hybrid_replica_is_refused_before_verl_fails() -> None:
+    # verl 0.9.1 raises in trainer_separate_async.py's _setup (logger.info(..., flush=True)), ~3 min into a run
+    source = (Path(trainer_separate_async.__file__)).read_text()
+    assert "hybrid replicas disabled" in source and "flush=True," in source
+    assert check_composed(composed("+gpus=x2", "+mode=separate_async"), "gsm8k_learn") == []
+    cfg = composed("+gpus=x2", "+mode=separate_async", "actor_rollout_ref.hybrid_engine=false")
+    assert check_composed(cfg, "gsm8k_learn") == [
+        "gsm8k_learn: actor_rollout_ref.hybrid_engine=false stops verl 0.9.1's separate_async trainer in its setup "
+        "(at its default VERL_LOGGING_LEVEL=INFO), after the rollout replicas start: trainer_separate_async.py "
+        "passes flush=True to logger.info (TypeError: Logger._log() got an unexpected keyword argument 'flush'); "
+        "leave actor_rollout_ref.hybrid_engine=true"
+    ]
+    assert trainer_separate_async.logger.isEnabledFor(logging.INFO)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'flush'"):
+        trainer_separate_async.logger.info("the call verl makes", flush=True)
 
 
 def test_an_unknown_mode_and_a_bad_poll_are_config_problems() -> None:

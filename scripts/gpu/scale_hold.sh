@@ -44,9 +44,9 @@
 #   W: folding sync on 4 GPUs (64 ledgers x 8).   X: folding colocate_async on 4 GPUs.
 #   Y, side by side, strong scaling (one GPU's batch, 16 ledgers x 8 and its mini-batch, on 2 GPUs): GPUs 0-1 sync,
 #     GPUs 2-3 colocate_async.
-# Z (4 GPUs), side by side: H's separate_async run (GPUs 0-1) and the same without verl's hybrid rollout replica on the
-#   trainer GPU (actor_rollout_ref.hybrid_engine=false, GPUs 2-3): verl starts that replica, then the rollout GPU's,
-#   one after the other (trainer_separate_async.py), ~3 min each; without it only the rollout GPU's starts.
+# Z (4 GPUs), side by side: H's separate_async run (GPUs 0-1) and M's folding sync run on 2 GPUs (GPUs 2-3).
+#   (verl's actor_rollout_ref.hybrid_engine=false, which would skip separate_async's replica on the trainer GPU,
+#   stops verl 0.9.1 in its setup: config_check refuses it.)
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
@@ -89,7 +89,7 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   W) echo fold_sync_x4 ;;
   X) echo fold_colo_x4 ;;
   Y) echo fold_sync_x2_16 fold_colo_x2_16 ;;
-  Z) echo verify_sep_x1 verify_sep_nh ;;
+  Z) echo verify_sep_x1 fold_sync_x2 ;;
   *) echo "unknown wave $1 (A to Z)" >&2; exit 2 ;;
   esac
 }
@@ -97,7 +97,7 @@ gpus_of() {  # RUN: how many GPUs it takes
   case $1 in
   sync_x4 | colo_x4 | fold_sync_x4 | fold_colo_x4) echo 4 ;;
   sync_x2 | sync_x2_b | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | fold_sync_x2_16 | \
-    fold_colo_x2_16 | verify_sep_x1 | verify_sep_nh) echo 2 ;;
+    fold_colo_x2_16 | verify_sep_x1) echo 2 ;;
   *) echo 1 ;;
   esac
 }
@@ -213,7 +213,6 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   verify_sync_x1) verify verify_sync_x1 "$devices" +mode=sync ;;
   verify_colo_x1) verify verify_colo_x1 "$devices" +mode=colocate_async ;;
   verify_sep_x1) verify verify_sep_x1 "$devices" +mode=separate_async ;;
-  verify_sep_nh) verify verify_sep_nh "$devices" +mode=separate_async actor_rollout_ref.hybrid_engine=false ;;
   *) echo "no command for run $1" >&2; exit 2 ;;
   esac
 }
