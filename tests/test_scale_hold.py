@@ -7,7 +7,9 @@ import os
 import subprocess
 
 import pytest
+import yaml
 
+from extensions.tools.python_exec import PythonExecTool
 from tests.conftest import ROOT
 
 
@@ -34,6 +36,8 @@ def dry_lines(waves: str) -> dict[str, str]:
         ("T U", "colo_x1_s3 sync_x1_s3"),  # U is T's seed 3 on 2 GPUs
         ("R V", "verify_colo_x1 verify_sync_x1"),  # V is N and R side by side
         ("H Z", "verify_sep_x1"),  # Z runs H's separate_async run beside M's folding run
+        ("a c", "sync_x2_nd"),  # a is b and c side by side
+        ("I b", "sync_x1_b"),  # b reruns I's delayed sync run beside the control
     ],
 )
 def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None:
@@ -44,7 +48,7 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Q9", "status", "0")
-    assert done.returncode == 2 and "unknown wave Q9 (A to Z)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to c)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
@@ -143,3 +147,35 @@ def test_folding_on_four_gpus_uses_the_x4_preset() -> None:
     assert lines["fold_colo_x4"] == lines["fold_sync_x4"].replace("fold_sync_x4", "fold_colo_x4").replace(
         "+mode=sync", "+mode=colocate_async"
     )
+
+
+def test_the_no_delay_control_differs_from_the_delayed_runs_only_in_its_tools() -> None:
+    """a's sync_x1_nd and sync_x2_nd are I's sync_x1_b and D's sync_x2_b with tools_no_delay.yaml."""
+    assert hold("a b c", "plan").returncode == 2  # a reruns b's and c's runs: another machine
+    assert (
+        hold("a", "plan").stdout == "wave a, 4 GPU(s): sync_x1_nd (GPU 0), sync_x1_b (GPU 1), sync_x2_nd (GPUs 2,3)\n"
+    )
+    assert hold("b c", "plan").stdout.splitlines() == [
+        "wave b, 2 GPU(s): sync_x1_nd (GPU 0), sync_x1_b (GPU 1)",
+        "wave c, 2 GPU(s): sync_x2_nd (GPUs 0,1)",
+    ]
+    a, d, i = dry_lines("a"), dry_lines("D"), dry_lines("I")
+    assert a["sync_x1_b"] == i["sync_x1_b"].replace("CUDA_VISIBLE_DEVICES=0", "CUDA_VISIBLE_DEVICES=1")
+    assert a["sync_x1_nd"] == i["sync_x1_b"].replace("sync_x1_b", "sync_x1_nd").replace(
+        "tools_long_tail.yaml", "tools_no_delay.yaml"
+    )
+    assert a["sync_x2_nd"] == d["sync_x2_b"].replace("sync_x2_b", "sync_x2_nd").replace(
+        "tools_long_tail.yaml", "tools_no_delay.yaml"
+    )
+
+
+def test_the_no_delay_tools_are_the_long_tail_tools_without_the_delay() -> None:
+    def tools(name: str) -> list[dict]:
+        return yaml.safe_load((ROOT / "experiments/gsm8k_learn" / name).read_text())["tools"]
+
+    delayed, control = tools("tools_long_tail.yaml"), tools("tools_no_delay.yaml")
+    assert delayed[0]["config"].pop("latency")["distribution"] == "lognormal"
+    assert control[0]["config"].pop("latency") == {"distribution": "none"}
+    assert control == delayed
+    config = tools("tools_no_delay.yaml")[0]["config"]
+    assert PythonExecTool(dict(config)).latency.draw() == 0.0

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z) or 2-GPU machine (I-N, P-S, U), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a) or 2-GPU machine (I-N, P-S, U, b, c), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -47,6 +47,11 @@
 # Z (4 GPUs), side by side: H's separate_async run (GPUs 0-1) and M's folding sync run on 2 GPUs (GPUs 2-3).
 #   (verl's actor_rollout_ref.hybrid_engine=false, which would skip separate_async's replica on the trainer GPU,
 #   stops verl 0.9.1 in its setup: config_check refuses it.)
+# Is the synchronous tail the tool delay? The same runs with the long-tail tools minus their delay (tools_no_delay.yaml;
+#   the *_nd runs), beside the delayed ones (the slowest trajectory's time split: longflow/rollout/slowest/*):
+#   a (4 GPUs), side by side: sync_x1_nd (GPU 0), sync_x1_b (GPU 1), sync_x2_nd (GPUs 2-3, 32 x 8); with wave D's
+#     sync_x2_b (the delayed 2-GPU run) that is weak scaling with and without the delay.
+#   b (2 GPUs), side by side: sync_x1_nd, sync_x1_b.   c (2 GPUs): sync_x2_nd.
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
@@ -90,13 +95,16 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   X) echo fold_colo_x4 ;;
   Y) echo fold_sync_x2_16 fold_colo_x2_16 ;;
   Z) echo verify_sep_x1 fold_sync_x2 ;;
-  *) echo "unknown wave $1 (A to Z)" >&2; exit 2 ;;
+  a) echo sync_x1_nd sync_x1_b sync_x2_nd ;;
+  b) echo sync_x1_nd sync_x1_b ;;
+  c) echo sync_x2_nd ;;
+  *) echo "unknown wave $1 (A to Z, a to c)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
   case $1 in
   sync_x4 | colo_x4 | fold_sync_x4 | fold_colo_x4) echo 4 ;;
-  sync_x2 | sync_x2_b | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | fold_sync_x2_16 | \
+  sync_x2 | sync_x2_b | sync_x2_nd | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | fold_sync_x2_16 | \
     fold_colo_x2_16 | verify_sep_x1) echo 2 ;;
   *) echo 1 ;;
   esac
@@ -145,7 +153,7 @@ plan > /dev/null
 if [ -z "${DRY:-}" ]; then
   source scripts/gpu/hold_start.sh
   hold_run_from_copy scale scripts/gpu/scale_hold.sh run
-  hold_install "$(plan | sed -E 's/^wave [A-Z], ([0-9]) GPU.*/\1/' | sort -n | tail -n 1)"
+  hold_install "$(plan | sed -E 's/^wave [A-Za-z], ([0-9]) GPU.*/\1/' | sort -n | tail -n 1)"
 fi
 launch() {  # train_bg.sh's arguments (and the env the caller set): start the run, or print it (dry)
   if [ -z "${DRY:-}" ]; then bash scripts/gpu/train_bg.sh "$@"; return; fi
@@ -155,10 +163,12 @@ launch() {  # train_bg.sh's arguments (and the env the caller set): start the ru
 }
 common=(algorithm.adv_estimator=turn_grpo "trainer.total_training_steps=$STEPS" trainer.val_before_train=false
   +ray_kwargs.ray_init.include_dashboard=false)
-train() {  # NAME GPUS [overrides]: a run in the background on those GPUs, reading its own snapshot's files
-  local name=$1 devices=$2; shift 2
+train() {  # NAME GPUS [overrides]: a run in the background on those GPUs, reading its own snapshot's files; a NAME
+  # ending in _nd runs the long-tail tools without their delay (tools_no_delay.yaml)
+  local name=$1 devices=$2 tools=tools_long_tail.yaml; shift 2
+  [[ $name != *_nd ]] || tools=tools_no_delay.yaml
   CUDA_VISIBLE_DEVICES=$devices VARIANT=tools launch "$name" "${common[@]}" \
-    "actor_rollout_ref.rollout.multi_turn.tool_config_path=/tmp/runs/$name/src/experiments/gsm8k_learn/tools_long_tail.yaml" "$@"
+    "actor_rollout_ref.rollout.multi_turn.tool_config_path=/tmp/runs/$name/src/experiments/gsm8k_learn/$tools" "$@"
 }
 fold() {  # NAME GPUS [overrides]: a folding run (experiments/ledger_folding's run.sh writes its ledgers first)
   local name=$1 devices=$2; shift 2
@@ -187,7 +197,8 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   colo_x1) train colo_x1 "$devices" +gpus=x1 +mode=colocate_async "${validated[@]}" ;;
   sync_x1_b) train sync_x1_b "$devices" +gpus=x1 +mode=sync trainer.test_freq=-1 ;;
   colo_x1_b) train colo_x1_b "$devices" +gpus=x1 +mode=colocate_async trainer.test_freq=-1 ;;
-  sync_x2 | sync_x2_b) train "$1" "$devices" +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
+  sync_x1_nd) train sync_x1_nd "$devices" +gpus=x1 +mode=sync trainer.test_freq=-1 ;;
+  sync_x2 | sync_x2_b | sync_x2_nd) train "$1" "$devices" +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
   sync_x4) train sync_x4 "$devices" +gpus=x4 +mode=sync trainer.test_freq=-1 ;;
   sync_x1_s2) train sync_x1_s2 "$devices" +gpus=x1 +mode=sync "${seed2[@]}" ;;
   colo_x1_s2) train colo_x1_s2 "$devices" +gpus=x1 +mode=colocate_async "${seed2[@]}" ;;
