@@ -126,10 +126,11 @@ def time_split(turns: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """Where one trajectory's time went, from its turn records (``records_schema.TurnRecord``).
 
     ``tool_s``: its tool rounds' wall time plus the code blocks run inside its assistant turns (code-fence format:
-    ``code_calls``); ``generate_s``: its assistant turns' wall time less those blocks; ``user_s``: its user turns'
-    (a played user's reply); ``generated_tokens``: its assistant turns' tokens less the outputs inserted into them;
-    ``assistant_turns``. What ``wall_s`` has beyond the three times the loop spent elsewhere (verl's queue, the
-    reward, the event loop serving other trajectories).
+    ``code_calls``), each call's wait for a tool slot included; ``generate_s``: its assistant turns' wall time less
+    those blocks, so waiting on the server too (its queue; an abort and resume across a weight update), and a block
+    that ran but whose output had no room (it has no record); ``user_s``: its user turns' (a played user's reply);
+    ``generated_tokens``: its assistant turns' tokens less the outputs inserted into them; ``assistant_turns``.
+    What ``wall_s`` has beyond the three went elsewhere (the reward, the event loop serving other trajectories).
     """
     assistant = [turn for turn in turns if turn.get("role") == "assistant"]
     inline = [call for turn in assistant for call in turn.get("code_calls") or []]

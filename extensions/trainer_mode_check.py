@@ -2,7 +2,8 @@
 
 verl 0.9.1 checks ``separate_async`` with bare ``assert`` s inside the trainer's constructor (after Ray and
 the dataset are up), and the pack's ``poll_interval_s`` would otherwise fail only when the replay buffer is
-built. ``config_check`` runs these on the composed config and lists every problem at once.
+built. ``config_check`` runs these on the composed config and lists every problem at once; a run started straight
+from ``main_ppo`` gets them from ``raise_trainer_problems`` in the trainer's constructor, before any model loads.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from extensions.errors import choices
 from extensions.verl_compat import padding_row_tokens, poll_interval
 
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
+TRAINER_WHERE = "the trainer's config"
+"""How ``raise_trainer_problems`` names the config it checks."""
 
 
 def check_trainer_mode(cfg: Any, where: str) -> list[str]:
@@ -34,6 +37,14 @@ def check_trainer_mode(cfg: Any, where: str) -> list[str]:
     if mode == "separate_async":
         problems += _separate_async_problems(cfg, v1, where)
     return problems
+
+
+def raise_trainer_problems(cfg: Any) -> None:
+    """``check_trainer_mode`` inside verl's trainer (its ``__init__``, before any worker or model): a ``ValueError``
+    listing every problem, one a line, for a run started without ``config_check``."""
+    problems = check_trainer_mode(cfg, TRAINER_WHERE)
+    if problems:
+        raise ValueError("\n".join(problems))
 
 
 def _separate_async_problems(cfg: Any, v1: Any, where: str) -> list[str]:

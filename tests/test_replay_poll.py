@@ -76,6 +76,27 @@ def test_a_bad_poll_is_refused_naming_the_key(value, problem: str) -> None:
     )
 
 
+def test_the_trainer_raises_every_problem_before_building_anything() -> None:
+    """A run started straight from main_ppo (no config_check): verl's trainer __init__ builds the replay buffer
+    first, and the hook raises the pack's v1 problems there, all at once."""
+    config = experiment(
+        "+gpus=x2",
+        "+mode=separate_async",
+        "actor_rollout_ref.hybrid_engine=false",
+        "trainer.v1.sampler.sampler_kwargs.poll_interval_s=0",
+    )
+    with pytest.raises(ValueError) as exc:
+        build(config, "separate_async")
+    assert str(exc.value).splitlines() == [
+        "the trainer's config: trainer.v1.sampler.sampler_kwargs.poll_interval_s: 0 is out of range; valid: seconds "
+        "between checks, in (0, 60]",
+        "the trainer's config: actor_rollout_ref.hybrid_engine=false stops verl 0.9.1's separate_async trainer in its "
+        "setup (at its default VERL_LOGGING_LEVEL=INFO), after the rollout replicas start: trainer_separate_async.py "
+        "passes flush=True to logger.info (TypeError: Logger._log() got an unexpected keyword argument 'flush'); "
+        "leave actor_rollout_ref.hybrid_engine=true",
+    ]
+
+
 class ScriptedQueue:
     """``tq.kv_list`` / ``tq.kv_clear`` of one prompt group whose two trajectories finish on the third read."""
 
@@ -165,7 +186,8 @@ def test_rollout_timing_is_per_trajectory_and_batch() -> None:
 
 
 def test_time_split_without_latencies_counts_tokens_only() -> None:
-    # records from before turns carried latency_s (or a refused block: no span) give 0 s, never a negative time
+    # records without latency_s (written before turns carried it) or a block record without a span: 0 s and no
+    # tokens for them, never a negative time
     turns = [turn("assistant", (0, 50), code_calls=[{"latency_s": 0.4}]), turn("tool", (50, 60))]
     assert time_split(turns) == {
         "tool_s": 0.4,

@@ -71,7 +71,7 @@ def test_separate_async_problems_are_listed_at_once() -> None:
 
 
 def test_separate_async_without_the_hybrid_replica_is_refused_before_verl_fails() -> None:
-    # verl 0.9.1 raises in trainer_separate_async.py's _setup (logger.info(..., flush=True)), ~3 min into a run
+    # verl 0.9.1 raises in trainer_separate_async.py's _setup (logger.info(..., flush=True)), ~4 min into a run
     source = (Path(trainer_separate_async.__file__)).read_text()
     assert "hybrid replicas disabled" in source and "flush=True," in source
     assert check_composed(composed("+gpus=x2", "+mode=separate_async"), "gsm8k_learn") == []

@@ -134,4 +134,4 @@ def test_a_bad_setting_stops_the_trainer_before_any_model_loads(transfer_queue, 
 
     with pytest.raises(ValueError) as err:
         trainer(qwen_dir, 16, 1, 4, 1)  # verl's PPOTrainer.__init__ (builds the replay buffer; no workers yet)
-    assert str(err.value) == BAD.format(1)
+    assert str(err.value) == f"the trainer's config: {BAD.format(1)}"

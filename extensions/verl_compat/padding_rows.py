@@ -13,7 +13,7 @@ makes a batch's rows vary, ~160 real rows become 1,536 and the padding is 50-59 
 ``hook_balance_batch`` wraps ``PPOTrainer._balance_batch``: while it runs, the padding rows have
 ``padding_row_tokens(config)`` tokens: ``trainer.v1.padding_row_tokens`` when set, else 2 when every model trained on
 them (the actor, and the critic when there is one) is on FSDP, else verl's own length. The setting is checked when
-the trainer is built, before any model loads. verl's ``perf/`` token counts include the padding rows.
+the trainer is built, before any model loads (``replay_poll.hook_replay_buffer``). verl's ``perf/`` token counts include the padding rows.
 """
 
 from __future__ import annotations
@@ -97,10 +97,4 @@ def hook_balance_batch(trainer_cls: type) -> None:
         with short_padding_rows(tokens):
             return wrapped(*args, **kwargs)
 
-    @wrapt.decorator
-    def checked_first(wrapped, instance, args, kwargs):
-        padding_row_tokens((instance if instance is not None else args[0]).config)  # in __init__: before any model
-        return wrapped(*args, **kwargs)
-
     trainer_cls._balance_batch = with_short_rows(trainer_cls._balance_batch)
-    trainer_cls._build_replay_buffer = checked_first(trainer_cls._build_replay_buffer)

@@ -5,7 +5,9 @@ metadata, and while too few groups are finished it sleeps ``poll_interval`` (2.0
 _build_replay_buffer`` passes no value, so no config key reaches it). Every generation phase is thus
 rounded up to a multiple of 2 s, and a step waits on average 1 s after its last trajectory for nothing.
 
-``hook_replay_buffer`` wraps ``PPOTrainer._build_replay_buffer``: the buffer verl builds (its own or a
+``hook_replay_buffer`` wraps ``PPOTrainer._build_replay_buffer`` (called in the trainer's ``__init__``, before any
+worker or model): it first raises every problem of the pack's v1 checks at once (``trainer_mode_check``: the trainer
+mode, this poll, the padding rows), then the buffer verl builds (its own or a
 ``custom_sampler``) gets ``trainer.v1.sampler.sampler_kwargs.poll_interval_s`` when that key is set
 (verl's built-in samplers ignore ``sampler_kwargs``), and its ``sample`` records when it returned
 (``last_sample_returned_at``), so a metric can say how long after the batch's last trajectory the trainer
@@ -69,8 +71,11 @@ def hook_replay_buffer(trainer_cls: type) -> None:
 
     @wrapt.decorator
     def with_poll(wrapped, instance, args, kwargs):
+        from extensions.trainer_mode_check import raise_trainer_problems  # imports this package: not at its import
+
         trainer = instance if instance is not None else args[0]  # called on the class: PPOTrainer._build...(self)
-        interval = poll_interval(trainer.config)  # checked before verl builds anything
+        raise_trainer_problems(trainer.config)  # in the trainer's __init__, before any worker or model
+        interval = poll_interval(trainer.config)
         buffer = wrapped(*args, **kwargs)
         if interval is not None:
             buffer.poll_interval = interval
