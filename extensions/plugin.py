@@ -21,7 +21,7 @@ AGENT_LOOPS = {
 
 def register() -> dict[str, list[str]]:
     """Register parsers, agent loops and advantage estimators with verl; idempotent. Returns what was registered."""
-    from extensions import custom_advantages, metrics, training_signal, verl_compat
+    from extensions import custom_advantages, metrics, trainer_mode_check, training_signal, verl_compat
     from extensions.interactions import base
     from extensions.parsers import register_parsers
     from extensions.tools.mcp.legacy import load_expanding_mcp
@@ -35,6 +35,7 @@ def register() -> dict[str, list[str]]:
         training_metrics=metrics.longflow_metrics,
         validation_metrics=metrics.validation_metrics,
         advantage_post=training_signal.after_advantages,
+        config_check=trainer_mode_check.raise_trainer_problems,
     )
     custom_advantages.set_rows_provider(verl_compat.advantage_rows)
     verl_compat.install_weight_ipc_scope()  # trainers side by side on one host: one weight-sync socket each

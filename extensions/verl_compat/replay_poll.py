@@ -6,8 +6,8 @@ _build_replay_buffer`` passes no value, so no config key reaches it). Every gene
 rounded up to a multiple of 2 s, and a step waits on average 1 s after its last trajectory for nothing.
 
 ``hook_replay_buffer`` wraps ``PPOTrainer._build_replay_buffer`` (called in the trainer's ``__init__``, before any
-worker or model): it first raises every problem of the pack's v1 checks at once (``trainer_mode_check``: the trainer
-mode, this poll, the padding rows), then the buffer verl builds (its own or a
+worker or model): it first runs the check the plugin set (``set_config_check``: the pack's v1 checks, every problem
+at once), then the buffer verl builds (its own or a
 ``custom_sampler``) gets ``trainer.v1.sampler.sampler_kwargs.poll_interval_s`` when that key is set
 (verl's built-in samplers ignore ``sampler_kwargs``), and its ``sample`` records when it returned
 (``last_sample_returned_at``), so a metric can say how long after the batch's last trajectory the trainer
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from typing import Any
 
 import wrapt
@@ -31,6 +32,13 @@ POLL_DOC = (
 MAX_POLL_S = 60.0
 
 _SAMPLED: dict[str, float | None] = {"returned_at": None}
+_CONFIG_CHECK: dict[str, Callable[[Any], None] | None] = {"fn": None}
+
+
+def set_config_check(check: Callable[[Any], None] | None) -> None:
+    """What ``hook_replay_buffer`` runs on the trainer's config before verl builds anything (it raises on a bad
+    config; the plugin passes ``trainer_mode_check.raise_trainer_problems``)."""
+    _CONFIG_CHECK["fn"] = check
 
 
 def poll_interval(config: Any) -> float | None:
@@ -71,10 +79,9 @@ def hook_replay_buffer(trainer_cls: type) -> None:
 
     @wrapt.decorator
     def with_poll(wrapped, instance, args, kwargs):
-        from extensions.trainer_mode_check import raise_trainer_problems  # imports this package: not at its import
-
         trainer = instance if instance is not None else args[0]  # called on the class: PPOTrainer._build...(self)
-        raise_trainer_problems(trainer.config)  # in the trainer's __init__, before any worker or model
+        if (check := _CONFIG_CHECK["fn"]) is not None:
+            check(trainer.config)  # in the trainer's __init__, before any worker or model
         interval = poll_interval(trainer.config)
         buffer = wrapped(*args, **kwargs)
         if interval is not None:

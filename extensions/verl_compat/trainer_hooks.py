@@ -16,7 +16,7 @@ from typing import Any
 import wrapt
 
 from extensions.verl_compat.padding_rows import hook_balance_batch
-from extensions.verl_compat.replay_poll import hook_replay_buffer, last_sample_returned_at
+from extensions.verl_compat.replay_poll import hook_replay_buffer, last_sample_returned_at, set_config_check
 
 logger = logging.getLogger(__name__)
 
@@ -302,13 +302,17 @@ def install_trainer_hooks(
     training_metrics: MetricsFn | None = None,
     validation_metrics: Callable[..., dict[str, float]] | None = None,
     advantage_post: AdvantagePost | None = None,
+    config_check: Callable[[Any], None] | None = None,
 ) -> None:
     """Hook each trainer module once, when it is imported (now, if it already is).
 
     The hooks add ``training_metrics(rows)`` to every training step's metrics and
     ``validation_metrics(infos, data_sources=...)`` to every validation's (the plugin passes ``extensions.metrics``'s),
-    and run ``advantage_post(data, rows, config)`` after v1's advantages (the segment weights).
+    run ``advantage_post(data, rows, config)`` after v1's advantages (the segment weights), and ``config_check(config)``
+    in the v1 trainer's constructor, before any worker or model (``replay_poll.set_config_check``).
     """
+    if config_check is not None:
+        set_config_check(config_check)
     if training_metrics is not None:
         _METRICS["training"] = training_metrics
     if validation_metrics is not None:
