@@ -2,12 +2,15 @@
 
 verl 0.9.1 checks ``separate_async`` with bare ``assert`` s inside the trainer's constructor (after Ray and
 the dataset are up), and the pack's ``poll_interval_s`` would otherwise fail only when the replay buffer is
-built. ``config_check`` runs these on the composed config and lists every problem at once; a run started straight
-from ``main_ppo`` gets them from ``raise_trainer_problems`` in the trainer's constructor, before any model loads.
+built. ``config_check`` runs these on the composed config and lists every problem at once. A run started straight
+from ``main_ppo`` gets the rest from ``raise_trainer_problems`` in the trainer's constructor, before any model
+loads: the poll, the padding rows and ``hybrid_engine`` (verl's own ``separate_async`` asserts come first there).
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from typing import Any
 
 from extensions.errors import choices
@@ -18,9 +21,10 @@ TRAINER_WHERE = "the trainer's config"
 """How ``raise_trainer_problems`` names the config it checks."""
 
 
-def check_trainer_mode(cfg: Any, where: str) -> list[str]:
+def check_trainer_mode(cfg: Any, where: str, *, any_mode: bool = False) -> list[str]:
     """Problems of ``trainer.v1.trainer_mode`` and its block, of ``sampler_kwargs.poll_interval_s`` and of
-    ``trainer.v1.padding_row_tokens``."""
+    ``trainer.v1.padding_row_tokens``. ``any_mode``: a mode the pack does not know is no problem (in the trainer,
+    verl has already found its class: a user's ``register_trainer``)."""
     problems = []
     for check in (poll_interval, padding_row_tokens):
         try:
@@ -30,6 +34,8 @@ def check_trainer_mode(cfg: Any, where: str) -> list[str]:
     v1 = (cfg.get("trainer") or {}).get("v1") or {}
     mode = v1.get("trainer_mode", "sync")
     if mode not in TRAINER_MODES:
+        if any_mode:
+            return problems
         return [
             *problems,
             f"{where}: trainer.v1.trainer_mode={mode!r} is not a v1 mode; valid: {choices(TRAINER_MODES)}",
@@ -39,10 +45,18 @@ def check_trainer_mode(cfg: Any, where: str) -> list[str]:
     return problems
 
 
+def verl_logs_info() -> bool:
+    """Whether verl's trainer modules log at INFO: each sets its logger's level from ``VERL_LOGGING_LEVEL`` (default
+    INFO) when imported; the same setting on a probe logger answers without importing them."""
+    probe = logging.Logger("verl_logging_level_probe")
+    probe.setLevel(os.getenv("VERL_LOGGING_LEVEL", "INFO"))
+    return probe.isEnabledFor(logging.INFO)
+
+
 def raise_trainer_problems(cfg: Any) -> None:
     """``check_trainer_mode`` inside verl's trainer (its ``__init__``, before any worker or model): a ``ValueError``
     listing every problem, one a line, for a run started without ``config_check``."""
-    problems = check_trainer_mode(cfg, TRAINER_WHERE)
+    problems = check_trainer_mode(cfg, TRAINER_WHERE, any_mode=True)
     if problems:
         raise ValueError("\n".join(problems))
 
@@ -64,12 +78,12 @@ def _separate_async_problems(cfg: Any, v1: Any, where: str) -> list[str]:
             f"and actor_rollout_ref.rollout.n_gpus_per_node >= 1 (got {rollout.get('nnodes')} and "
             f"{rollout.get('n_gpus_per_node')}); the trainer keeps trainer.n_gpus_per_node"
         )
-    if cfg.actor_rollout_ref.get("hybrid_engine", True) is False:
+    if cfg.actor_rollout_ref.get("hybrid_engine", True) is False and verl_logs_info():
         problems.append(
             f"{where}: actor_rollout_ref.hybrid_engine=false stops verl 0.9.1's separate_async trainer in its setup "
-            "(at its default VERL_LOGGING_LEVEL=INFO), after the rollout replicas start: trainer_separate_async.py "
+            "(at VERL_LOGGING_LEVEL=INFO, verl's default), after the rollout replicas start: trainer_separate_async.py "
             "passes flush=True to logger.info (TypeError: Logger._log() got an unexpected keyword argument 'flush'); "
-            "leave actor_rollout_ref.hybrid_engine=true"
+            "leave actor_rollout_ref.hybrid_engine=true (VERL_LOGGING_LEVEL=WARN skips that call; not measured)"
         )
     backend = rollout.checkpoint_engine.backend
     if backend == "naive":

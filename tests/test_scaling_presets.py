@@ -16,6 +16,7 @@ from verl.utils.config import validate_config
 from extensions.config_check import check_composed
 from extensions.tools.latency import ToolLatency
 from extensions.tools.python_exec import PythonExecTool
+from extensions.trainer_mode_check import raise_trainer_problems
 from tests.conftest import ROOT, compose_experiment
 
 EXPERIMENT = ROOT / "experiments" / "gsm8k_learn"
@@ -78,13 +79,38 @@ def test_separate_async_without_the_hybrid_replica_is_refused_before_verl_fails(
     cfg = composed("+gpus=x2", "+mode=separate_async", "actor_rollout_ref.hybrid_engine=false")
     assert check_composed(cfg, "gsm8k_learn") == [
         "gsm8k_learn: actor_rollout_ref.hybrid_engine=false stops verl 0.9.1's separate_async trainer in its setup "
-        "(at its default VERL_LOGGING_LEVEL=INFO), after the rollout replicas start: trainer_separate_async.py "
+        "(at VERL_LOGGING_LEVEL=INFO, verl's default), after the rollout replicas start: trainer_separate_async.py "
         "passes flush=True to logger.info (TypeError: Logger._log() got an unexpected keyword argument 'flush'); "
-        "leave actor_rollout_ref.hybrid_engine=true"
+        "leave actor_rollout_ref.hybrid_engine=true (VERL_LOGGING_LEVEL=WARN skips that call; not measured)"
     ]
     assert trainer_separate_async.logger.isEnabledFor(logging.INFO)
     with pytest.raises(TypeError, match="unexpected keyword argument 'flush'"):
         trainer_separate_async.logger.info("the call verl makes", flush=True)
+
+
+def test_at_verls_warn_level_the_call_is_skipped_and_the_setting_allowed(monkeypatch) -> None:
+    logger, level = trainer_separate_async.logger, trainer_separate_async.logger.level
+    logger.setLevel(logging.WARNING)  # what VERL_LOGGING_LEVEL=WARN gives at import (setLevel clears the cache)
+    try:
+        logger.info("the call verl makes", flush=True)  # returns before Logger._log: no TypeError
+    finally:
+        logger.setLevel(level)
+    monkeypatch.setenv("VERL_LOGGING_LEVEL", "WARN")
+    cfg = composed("+gpus=x2", "+mode=separate_async", "actor_rollout_ref.hybrid_engine=false")
+    assert check_composed(cfg, "gsm8k_learn") == []
+
+
+def test_in_the_trainer_a_mode_registered_with_verl_is_not_a_problem() -> None:
+    cfg = composed("trainer.v1.trainer_mode=my_registered_mode")
+    assert check_composed(cfg, "gsm8k_learn") == [
+        "gsm8k_learn: trainer.v1.trainer_mode='my_registered_mode' is not a v1 mode; valid: 'colocate_async', "
+        "'separate_async', 'sync'"
+    ]
+    raise_trainer_problems(cfg)  # verl found its class before the check runs: nothing to add
+    with pytest.raises(ValueError, match="poll_interval_s: 0 is out of range"):
+        raise_trainer_problems(
+            composed("trainer.v1.trainer_mode=my_mode", "trainer.v1.sampler.sampler_kwargs.poll_interval_s=0")
+        )
 
 
 def test_an_unknown_mode_and_a_bad_poll_are_config_problems() -> None:

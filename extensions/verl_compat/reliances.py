@@ -186,6 +186,10 @@ def _check_replay_poll() -> None:
         "ReplayBuffer._wait_for_next_poll no longer sleeps self.poll_interval"
     )
     _source_calls(trainer_base.PPOTrainer._step_once, "self.replay_buffer.sample")
+    init = inspect.getsource(trainer_base.PPOTrainer.__init__)  # the config check runs there, before any model
+    assert "self._build_replay_buffer()" in init and "self.init()" not in init, (
+        "PPOTrainer.__init__ no longer builds the replay buffer before the workers"
+    )
 
 
 def _check_padding_rows() -> None:

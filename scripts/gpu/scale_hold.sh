@@ -49,9 +49,11 @@
 #   stops verl 0.9.1 in its setup: config_check refuses it.)
 # Is the synchronous tail the tool delay? The same runs with the long-tail tools minus their delay (tools_no_delay.yaml;
 #   the *_nd runs), beside the delayed ones (the slowest trajectory's time split: longflow/rollout/slowest/*):
-#   a (4 GPUs), side by side: sync_x1_nd (GPU 0), sync_x1_b (GPU 1), sync_x2_nd (GPUs 2-3, 32 x 8); with wave D's
-#     sync_x2_b (the delayed 2-GPU run) that is weak scaling with and without the delay.
-#   b (2 GPUs), side by side: sync_x1_nd, sync_x1_b.   c (2 GPUs): sync_x2_nd.
+#   a (4 GPUs), side by side: sync_x1_nd (GPU 0), sync_x1_b (GPU 1), sync_x2_nd (GPUs 2-3, 32 x 8); then wave D on
+#     the same machine (its sync_x2_b, the delayed 2-GPU run, has not reached a step yet) for weak scaling with and
+#     without the delay on one machine: WAVES="a D".
+#   b (2 GPUs), side by side: sync_x1_nd, sync_x1_b.   c (2 GPUs): sync_x2_nd (its delayed twin: wave A's sync_x2,
+#     another machine).
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
