@@ -149,3 +149,27 @@ def test_a_run_of_another_result_is_named_by_its_folder(tmp_path: Path, capsys) 
     with pytest.raises(SystemExit):
         report.main([str(here), "../there/colo1", "colo1", "--no-plots"])
     assert "two runs share a folder name: ['../there/colo1', 'colo1']" in capsys.readouterr().err
+
+
+def test_the_tail_table_says_what_the_slowest_trajectory_spent_its_time_on(tmp_path: Path) -> None:
+    def timed(wall_max: float, tool_s: float, generate_s: float | None) -> dict[str, float]:
+        split = {"tool_s": tool_s, "user_s": 0.0, "generated_tokens": 300.0, "assistant_turns": 1.0}
+        if generate_s is not None:
+            split["generate_s"] = generate_s
+        return step(20, 15, 14.9, 0.05, 900) | {
+            "longflow/rollout/wall_s/max": wall_max,
+            "longflow/rollout/wall_s/mean": 2.0,
+            **{f"longflow/rollout/slowest/{key}": value for key, value in split.items()},
+        }
+
+    steps = [timed(30.0, 0.0, 1.0), timed(12.0, 10.0, 1.5), timed(14.0, 0.0, 13.5), timed(11.0, 9.0, 1.75)]
+    write_run(tmp_path, "now", "+gpus=x2 +mode=sync", steps)
+    write_run(tmp_path, "before", "+gpus=x1 +mode=sync", [timed(16.0, 0.0, None), timed(15.0, 0.0, None)])
+    write_run(tmp_path, "untimed", "+gpus=x1 +mode=colocate_async", [step(9, 4, 8, 0.05, 1000)] * 2)
+    assert report.main([str(tmp_path), "now", "before", "untimed", "--no-plots"]) == 0
+    lines = (tmp_path / "tail.md").read_text().splitlines()
+    assert lines[2:4] == [  # steps 2-4: medians; step 1 (start-up) left out; "untimed" logged no rollout timing
+        "| now | 2 | sync | 12.0 | 2.0 | 2 of 3 steps | 9.0 | 1.8 | 0.0 | 300 | 1 |",
+        "| before | 1 | sync | 15.0 | 2.0 | 0 of 1 steps | 0.0 | - | 0.0 | 300 | 1 |",
+    ]
+    assert lines[4:] == ["", report.TAIL_NOTE.strip()]

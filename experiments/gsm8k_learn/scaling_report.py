@@ -8,6 +8,7 @@ prompts a GPU, and a trajectory is counted once however many segments it folded 
 Each ``RESULTS/RUN`` holds verl's ``metrics.jsonl`` and the run's ``command.txt`` (GPUs, batch and mode are read
 from its overrides). Writes ``RESULTS/steps.csv`` (every run's steps), ``RESULTS/summary.csv`` and
 ``RESULTS/summary.md`` (medians over steps ``--from`` (2) to the end: step 1 holds start-up and compilation),
+``RESULTS/tail.md`` (what each run's slowest trajectory spent its time on: ``longflow/rollout/slowest/*``),
 ``RESULTS/phases.png`` (each run's median step split into its phases) and ``RESULTS/throughput.png``
 (trajectories per second, and step times). Throughput is the trajectories (prompts x rollout.n a step) of the
 steps summed, over their ``timing_s/step`` summed; tokens a second are verl's ``perf/throughput`` (per GPU) times
@@ -168,6 +169,44 @@ def markdown(summary: list[dict[str, object]]) -> str:
     return head + "\n".join(rows) + "\n"
 
 
+TAIL_NOTE = (
+    "A run without `generate_s` logged `slowest/tool_s` before it counted the code blocks run inside a turn "
+    "(code-fence format): its tool time there reads 0.\n"
+)
+
+
+def tail_markdown(runs: dict[str, list[dict[str, object]]], first: int) -> str:
+    """What each run's slowest trajectory spent its time on (``longflow/rollout/slowest/*``), medians over the steps
+    from ``first``; runs that did not log the rollout's timing are left out."""
+    head = (
+        "| run | GPUs | mode | slowest s | mean s | tool time in | tool s | generate s | user s | tokens | turns |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+    )
+    rows = []
+    for name, steps in runs.items():
+        kept = [r for r in steps if r["step"] >= first and r.get("wall_max_s") is not None]
+        if not kept:
+            continue
+        tools = [float(r["slowest_tool_s"]) for r in kept if r.get("slowest_tool_s") is not None]
+        with_tools = f"{sum(t > 0 for t in tools)} of {len(tools)} steps" if tools else "-"
+        figures = [
+            cell(median(kept, key), form)
+            for key, form in (("wall_max_s", ".1f"), ("wall_mean_s", ".1f"), ("slowest_tool_s", ".1f"))
+        ]
+        figures.insert(2, with_tools)
+        figures += [
+            cell(median(kept, key), form)
+            for key, form in (
+                ("slowest_generate_s", ".1f"),
+                ("slowest_user_s", ".1f"),
+                ("slowest_generated_tokens", ".0f"),
+                ("slowest_assistant_turns", ".0f"),
+            )
+        ]
+        rows.append(f"| {name} | {kept[0]['gpus']} | {kept[0]['mode']} | " + " | ".join(figures) + " |")
+    return head + "\n".join(rows) + "\n\n" + TAIL_NOTE if rows else ""
+
+
 def plot(
     results: Path, summary: list[dict[str, object]], runs: dict[str, list[dict[str, object]]], title: str, first: int
 ) -> None:
@@ -242,9 +281,12 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarise(runs, args.first)
     write_csv(args.results / "summary.csv", summary)
     (args.results / "summary.md").write_text(markdown(summary))
+    if tail := tail_markdown(runs, args.first):
+        (args.results / "tail.md").write_text(tail)
     if not args.no_plots:
         plot(args.results, summary, runs, args.title, args.first)
     print(markdown(summary))
+    print(tail, end="")
     return 0
 
 
