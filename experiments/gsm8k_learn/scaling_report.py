@@ -189,20 +189,12 @@ def tail_markdown(runs: dict[str, list[dict[str, object]]], first: int) -> str:
             continue
         tools = [float(r["slowest_tool_s"]) for r in kept if r.get("slowest_tool_s") is not None]
         with_tools = f"{sum(t > 0 for t in tools)} of {len(tools)} steps" if tools else "-"
-        figures = [
-            cell(median(kept, key), form)
-            for key, form in (("wall_max_s", ".1f"), ("wall_mean_s", ".1f"), ("slowest_tool_s", ".1f"))
+        seconds = [cell(median(kept, key), ".1f") for key in ("wall_max_s", "wall_mean_s")]
+        seconds += [with_tools] + [
+            cell(median(kept, f"slowest_{key}_s"), ".1f") for key in ("tool", "generate", "user")
         ]
-        figures.insert(2, with_tools)
-        figures += [
-            cell(median(kept, key), form)
-            for key, form in (
-                ("slowest_generate_s", ".1f"),
-                ("slowest_user_s", ".1f"),
-                ("slowest_generated_tokens", ".0f"),
-                ("slowest_assistant_turns", ".0f"),
-            )
-        ]
+        counts = [cell(median(kept, f"slowest_{key}"), ".0f") for key in ("generated_tokens", "assistant_turns")]
+        figures = seconds + counts
         rows.append(f"| {name} | {kept[0]['gpus']} | {kept[0]['mode']} | " + " | ".join(figures) + " |")
     return head + "\n".join(rows) + "\n\n" + TAIL_NOTE if rows else ""
 

@@ -14,7 +14,8 @@ makes a batch's rows vary, ~160 real rows become 1,536 and the padding is 50-59 
 ``padding_row_tokens(config)`` tokens: ``trainer.v1.padding_row_tokens`` when set, else 2 when every model trained on
 them (the actor, and the critic when there is one) is on FSDP, else verl's own length. The setting is checked when
 the trainer is built, before any model loads, by the check the plugin passes
-(``replay_poll.set_config_check``); without it, when the first batch is padded. verl's ``perf/`` token counts include the padding rows.
+(``replay_poll.set_config_check``); without it, when the first batch is padded. verl's ``perf/`` token counts
+include the padding rows.
 """
 
 from __future__ import annotations
