@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a) or 2-GPU machine (I-N, P-S, U, b, c), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d) or 2-GPU machine (I-N, P-S, U, b, c), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -54,6 +54,9 @@
 #     without the delay on one machine: WAVES="a D".
 #   b (2 GPUs), side by side: sync_x1_nd, sync_x1_b.   c (2 GPUs): sync_x2_nd (its delayed twin: wave A's sync_x2,
 #     another machine).
+# Folding's weak scaling on one machine with the pack's 2-token padding rows (folding-scaling-h200x2 ran verl's 128):
+#   d (4 GPUs), side by side: fold_sync_x1 (GPU 0), fold_colo_x1 (GPU 1), fold_colo_x2 (GPUs 2-3). After wave Z on
+#     the same machine (its fold_sync_x2), STEPS=3 to bound Z's separate_async run: STEPS=3 WAVES="Z d".
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
@@ -100,7 +103,8 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   a) echo sync_x1_nd sync_x1_b sync_x2_nd ;;
   b) echo sync_x1_nd sync_x1_b ;;
   c) echo sync_x2_nd ;;
-  *) echo "unknown wave $1 (A to Z, a to c)" >&2; exit 2 ;;
+  d) echo fold_sync_x1 fold_colo_x1 fold_colo_x2 ;;
+  *) echo "unknown wave $1 (A to Z, a to d)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
