@@ -55,8 +55,8 @@
 #   b (2 GPUs), side by side: sync_x1_nd, sync_x1_b.   c (2 GPUs): sync_x2_nd (its delayed twin: wave A's sync_x2,
 #     another machine).
 # Folding's weak scaling on one machine with the pack's 2-token padding rows (folding-scaling-h200x2 ran verl's 128):
-#   d (4 GPUs), side by side: fold_sync_x1 (GPU 0), fold_colo_x1 (GPU 1), fold_colo_x2 (GPUs 2-3). After wave Z on
-#     the same machine (its fold_sync_x2), STEPS=3 to bound Z's separate_async run: STEPS=3 WAVES="Z d".
+#   d (4 GPUs), side by side: fold_sync_x1 (GPU 0), fold_colo_x1 (GPU 1), fold_colo_x2 (GPUs 2-3). Before wave Z on
+#     the same machine (its fold_sync_x2), STEPS=3 to bound Z's separate_async run: STEPS=3 WAVES="d Z".
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
