@@ -186,6 +186,8 @@ def trainer_section() -> Iterator[str]:
     from extensions.verl_compat.padding_rows import DOC as PADDING_DOC
     from extensions.verl_compat.padding_rows import KEY as PADDING_KEY
     from extensions.verl_compat.replay_poll import POLL_DOC, POLL_KEY
+    from extensions.verl_compat.whole_batch import DOC as WHOLE_BATCH_DOC
+    from extensions.verl_compat.whole_batch import KEY as WHOLE_BATCH_KEY
 
     yield "## Trainer keys (v1 trainer)"
     yield ""
@@ -197,6 +199,7 @@ def trainer_section() -> Iterator[str]:
     yield from HEADER
     yield row(f"sampler.sampler_kwargs.{POLL_KEY}", "`float` or `None`", "`null`", POLL_DOC)
     yield row(PADDING_KEY.removeprefix("trainer.v1."), "`int` or `None`", "`null`", PADDING_DOC)
+    yield row(WHOLE_BATCH_KEY.removeprefix("trainer.v1."), "`bool`", "`false`", WHOLE_BATCH_DOC)
     yield ""
 
 

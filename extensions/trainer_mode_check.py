@@ -14,7 +14,7 @@ import os
 from typing import Any
 
 from extensions.errors import choices
-from extensions.verl_compat import padding_row_tokens, poll_interval
+from extensions.verl_compat import padding_row_tokens, poll_interval, whole_batch_update
 
 TRAINER_MODES = ("sync", "colocate_async", "separate_async")
 TRAINER_WHERE = "the trainer's config"
@@ -23,10 +23,10 @@ TRAINER_WHERE = "the trainer's config"
 
 def check_trainer_mode(cfg: Any, where: str, *, any_mode: bool = False) -> list[str]:
     """Problems of ``trainer.v1.trainer_mode`` and its block, of ``sampler_kwargs.poll_interval_s`` and of
-    ``trainer.v1.padding_row_tokens``. ``any_mode``: a mode the pack does not know is no problem (in the trainer,
+    ``trainer.v1.padding_row_tokens`` and ``trainer.v1.whole_batch_update``. ``any_mode``: a mode the pack does not know is no problem (in the trainer,
     verl has already found its class: a user's ``register_trainer``)."""
     problems = []
-    for check in (poll_interval, padding_row_tokens):
+    for check in (poll_interval, padding_row_tokens, whole_batch_update):
         try:
             check(cfg)
         except ValueError as exc:

@@ -135,3 +135,30 @@ def test_a_bad_setting_stops_the_trainer_before_any_model_loads(transfer_queue, 
     with pytest.raises(ValueError) as err:
         trainer(qwen_dir, 16, 1, 4, 1)  # verl's PPOTrainer.__init__ (builds the replay buffer; no workers yet)
     assert str(err.value) == f"the trainer's config: {BAD.format(1)}"
+
+
+def test_the_padding_seconds_are_logged_as_verl_timer(transfer_queue, qwen_dir) -> None:
+    """verl gives ``_balance_batch`` no timer: the wrapper adds its seconds to ``timing_raw["balance_batch"]``
+    (verl logs ``timing_s/balance_batch``), summed over a step's calls as verl's timers are."""
+    import time
+
+    from verl.utils.tensordict_utils import list_of_dict_to_tensordict
+
+    from benchmarks.v1_padding import folding_rows, trainer
+
+    tq = transfer_queue
+    step = trainer(qwen_dir, 16, 1, 4)
+    step.timing_raw = {"gen": 1.5}
+    seen, walls = [], []
+    for partition in ("pad_timed_a", "pad_timed_b"):
+        keys, fields, tags = folding_rows(16)
+        tq.kv_batch_put(keys=keys, partition_id=partition, fields=list_of_dict_to_tensordict(fields), tags=tags)
+        started = time.perf_counter()
+        batch = step._balance_batch(tq.KVBatchMeta(partition_id=partition, keys=keys, tags=tags), metrics={})
+        walls.append(time.perf_counter() - started)
+        seen.append(step.timing_raw["balance_batch"])
+        assert len(batch.keys) == 32  # padded as without the timer
+        tq.kv_clear(keys=batch.keys, partition_id=partition)
+    assert set(step.timing_raw) == {"gen", "balance_batch"} and step.timing_raw["gen"] == 1.5
+    assert 0 < seen[0] <= walls[0]
+    assert 0 < seen[1] - seen[0] <= walls[1]  # the second call's seconds added to the first's

@@ -27,7 +27,7 @@ def test_reliance_holds_against_installed_verl(reliance):
 
 
 def test_every_reliance_has_a_reason_and_a_verl_file():
-    assert len({r.name for r in RELIANCES}) == len(RELIANCES) == 16
+    assert len({r.name for r in RELIANCES}) == len(RELIANCES) == 17
     assert all(r.reason and r.mirrors for r in RELIANCES)
     assert verl_compat.broken_reliances() == []
 

@@ -35,6 +35,8 @@ lazily when verl's trainer modules are imported, through ``wrapt``'s post-import
   replaces verl's fixed 2 s, and ``last_sample_returned_at()`` says when the trainer took its last batch.
 - the v1 trainer's padding rows (``padding_rows``): 2 tokens each when the actor (and a critic) train on FSDP, not
   verl's 128, or ``trainer.v1.padding_row_tokens``.
+- the v1 actor update on the whole batch (``whole_batch``): ``trainer.v1.whole_batch_update`` pads a batch only to
+  the data-parallel ranks and makes it one mini-batch.
 """
 
 from __future__ import annotations
@@ -95,6 +97,7 @@ from extensions.verl_compat.trainer_hooks import (  # noqa: E402
     installed_trainer_hooks,
 )
 from extensions.verl_compat.weight_ipc import install_weight_ipc_scope, installed_weight_ipc_scope  # noqa: E402
+from extensions.verl_compat.whole_batch import whole_batch_update  # noqa: E402
 from extensions.verl_compat.worker_hooks import (  # noqa: E402
     accept_segment_lists,
     segment_list_manager,
@@ -134,4 +137,5 @@ __all__ = [
     "poll_interval",
     "tool_parser_registry",
     "uses_critic",
+    "whole_batch_update",
 ]

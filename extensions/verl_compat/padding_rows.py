@@ -16,12 +16,18 @@ them (the actor, and the critic when there is one) is on FSDP, else verl's own l
 the trainer is built, before any model loads, by the check the plugin passes
 (``replay_poll.set_config_check``); without it, when the first batch is padded. verl's ``perf/`` token counts
 include the padding rows.
+
+verl gives ``_balance_batch`` no timer, so its seconds (building and storing the padding rows, balancing the rows
+across ranks: driver work that grows with the padded batch, docs/results/folding-weak-scaling-h200x4) hid in the
+step's untimed remainder. The wrapper adds them to the trainer's ``timing_raw`` as ``balance_batch``, which verl logs
+as ``timing_s/balance_batch`` (summed over a step's mini-steps, as verl's own timers are).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,6 +42,7 @@ DOC = (
     "gives verl's own rows back."
 )
 MIN_TOKENS = 2  # one prompt token and one (masked) response token
+TIMER = "balance_batch"  # verl logs timing_raw[TIMER] as timing_s/balance_batch
 FSDP_STRATEGIES = ("fsdp", "fsdp2")
 _LOGGED: set[int] = set()
 
@@ -84,7 +91,8 @@ def short_padding_rows(tokens: int | None) -> Iterator[None]:
 
 
 def hook_balance_batch(trainer_cls: type) -> None:
-    """Wrap ``trainer_cls._balance_batch`` (v1 ``PPOTrainer``): padding rows of ``padding_row_tokens`` tokens."""
+    """Wrap ``trainer_cls._balance_batch`` (v1 ``PPOTrainer``): padding rows of ``padding_row_tokens`` tokens, its
+    seconds added to the trainer's ``timing_raw[TIMER]``."""
 
     @wrapt.decorator
     def with_short_rows(wrapped, instance, args, kwargs):
@@ -96,7 +104,13 @@ def hook_balance_batch(trainer_cls: type) -> None:
             _LOGGED.add(id(trainer))
             verl_length = padding_utils.SYNTHETIC_PADDING_SEQ_LEN
             logger.info("longflow: verl's padding rows have %d tokens, not %d (%s)", tokens, verl_length, KEY)
-        with short_padding_rows(tokens):
-            return wrapped(*args, **kwargs)
+        started = time.perf_counter()
+        try:
+            with short_padding_rows(tokens):
+                return wrapped(*args, **kwargs)
+        finally:
+            timing = getattr(trainer, "timing_raw", None)
+            if isinstance(timing, dict):
+                timing[TIMER] = timing.get(TIMER, 0.0) + time.perf_counter() - started
 
     trainer_cls._balance_batch = with_short_rows(trainer_cls._balance_batch)

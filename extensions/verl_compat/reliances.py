@@ -204,6 +204,23 @@ def _check_padding_rows() -> None:
     assert _params(trainer_base.PPOTrainer._balance_batch)[:2] == ["self", "batch"], "_balance_batch changed"
 
 
+def _check_whole_batch() -> None:
+    from verl.trainer.ppo.v1 import trainer_base
+
+    trainer = trainer_base.PPOTrainer
+    assert _params(trainer._get_required_batch_multiple)[:2] == ["self", "dp_size"], (
+        "_get_required_batch_multiple changed"
+    )
+    _source_calls(trainer._balance_batch, "self._get_required_batch_multiple")
+    update = inspect.getsource(trainer._update_actor)
+    for text in ('"mini_batch_size": ppo_mini_batch_size', "batch.extra_info.update(extra_info)"):
+        assert text in update, f"_update_actor no longer has {text!r}"
+    _source_calls(trainer._update_actor, "self.actor_rollout_wg.update_actor")
+    assert update.index("batch.extra_info.update(extra_info)") < update.index("self.actor_rollout_wg.update_actor("), (
+        "_update_actor calls the actor before setting the mini-batch"
+    )
+
+
 def _verl_source(relative: str) -> str:
     """A verl file's text, read without importing it (the vLLM modules import vLLM, absent on CPU)."""
     from pathlib import Path
@@ -335,6 +352,13 @@ RELIANCES: list[Reliance] = [
         "trainer/ppo/padding_utils.py, trainer/ppo/v1/trainer_base.py",
         "_balance_batch pads with rows of SYNTHETIC_PADDING_SEQ_LEN tokens, read when each row is built",
         _check_padding_rows,
+    ),
+    Reliance(
+        "v1 whole-batch actor update",
+        "trainer/ppo/v1/trainer_base.py",
+        "_balance_batch pads to _get_required_batch_multiple(dp_size); _update_actor sets the mini-batch in the "
+        "batch's extra_info, then calls actor_rollout_wg.update_actor",
+        _check_whole_batch,
     ),
     Reliance(
         "weight-sync socket",

@@ -17,6 +17,7 @@ import wrapt
 
 from extensions.verl_compat.padding_rows import hook_balance_batch
 from extensions.verl_compat.replay_poll import hook_replay_buffer, last_sample_returned_at, set_config_check
+from extensions.verl_compat.whole_batch import hook_whole_batch, whole_batch_update
 
 logger = logging.getLogger(__name__)
 
@@ -225,6 +226,7 @@ def _hook_v1_trainer(module: Any) -> None:
     _hook_val_metrics(trainer)
     hook_replay_buffer(trainer)
     hook_balance_batch(trainer)
+    hook_whole_batch(trainer)
 
 
 def real_keys(batch: Any) -> list[str]:
@@ -237,18 +239,24 @@ _WARNED = {"optimizer_steps": False}
 
 def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
     """How many optimizer steps the actor takes on this step's batch: one per ``ppo_mini_batch_size x rollout.n``
-    ROWS (verl pads the batch to a multiple of that), times ``ppo_epochs`` (``PPOTrainer._update_actor``,
-    ``engine_workers.py``'s ``total_num_iterations``). A folded trajectory is a row per segment, so folding
-    multiplies this unless ``ppo_mini_batch_size`` grows with the segments (docs/results/ledger-fold-grpo30-h100:
-    207 steps in 30, and folding fell from 126/128 to 94/128). The first step where trajectories of several rows
-    add optimizer steps logs a warning that says how to have one. ``longflow/batch/padding_rows`` counts the
-    no-op rows verl added (128 tokens each, which the actor still runs forward and backward on:
-    docs/results/folding-scaling-h200x2 measured 50-59 % of a folding step's tokens)."""
+        ROWS (verl pads the batch to a multiple of that), times ``ppo_epochs`` (``PPOTrainer._update_actor``,
+        ``engine_workers.py``'s ``total_num_iterations``). A folded trajectory is a row per segment, so folding
+        multiplies this unless ``ppo_mini_batch_size`` grows with the segments (docs/results/ledger-fold-grpo30-h100:
+        207 steps in 30, and folding fell from 126/128 to 94/128). The first step where trajectories of several rows
+        add optimizer steps logs a warning that says how to have one (``trainer.v1.whole_batch_update`` makes it one,
+    ``whole_batch.py``). ``longflow/batch/padding_rows`` counts the
+        no-op rows verl added (128 tokens each, which the actor still runs forward and backward on:
+        docs/results/folding-scaling-h200x2 measured 50-59 % of a folding step's tokens)."""
     config = trainer.config.actor_rollout_ref
     per_step = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
     epochs = int(config.actor.ppo_epochs)
-    steps = -(-len(batch.keys) // per_step) * epochs
     real = real_keys(batch)
+    if whole_batch_update(trainer.config):  # the whole batch is the one mini-batch
+        return {
+            "longflow/actor_optimizer_steps": float(epochs),
+            "longflow/batch/padding_rows": float(len(batch.keys) - len(real)),
+        }
+    steps = -(-len(batch.keys) // per_step) * epochs
     trajectories = len({key.rsplit("_", 1)[0] for key in real})  # keys are {uid}_{session}_{output index}
     unfolded = -(-trajectories // per_step) * epochs
     if steps > unfolded and not _WARNED["optimizer_steps"]:
@@ -257,9 +265,9 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
             "verl-longflow: %d trajectories came as %d rows (a folded trajectory is a row per segment), so the "
             "actor takes %d optimizer steps this training step instead of %d (one per ppo_mini_batch_size=%d x "
             "rollout.n=%d rows, x ppo_epochs=%d). Each step moves the weights, on rows of zero advantage too "
-            "(AdamW's momentum). For one per training step set actor_rollout_ref.actor.ppo_mini_batch_size to "
-            "data.train_batch_size x the loop's fold.max_segments (docs/results/ledger-fold-grpo30-mb96-h100); verl "
-            "then pads each batch to a multiple of ppo_mini_batch_size x rollout.n rows with no-op rows, which cost "
+            "(AdamW's momentum). For one per training step set +trainer.v1.whole_batch_update=true, or "
+            "actor_rollout_ref.actor.ppo_mini_batch_size to data.train_batch_size x the loop's fold.max_segments "
+            "(docs/results/ledger-fold-grpo30-mb96-h100); verl then pads each batch to a multiple of ppo_mini_batch_size x rollout.n rows with no-op rows, which cost "
             "driver time, and actor time at verl's 128 tokens a row (trainer.v1.padding_row_tokens; "
             "longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step.",
             trajectories,
