@@ -173,3 +173,24 @@ def test_the_tail_table_says_what_the_slowest_trajectory_spent_its_time_on(tmp_p
         "| before | 1 | sync | 15.0 | 2.0 | 0 of 1 steps | 0.0 | - | 0.0 | 300 | 1 |",
     ]
     assert lines[4:] == ["", report.TAIL_NOTE.strip()]
+
+
+def test_the_balance_batch_seconds_are_a_column_only_where_a_run_logged_them(tmp_path: Path) -> None:
+    timed = [step(60, 10, 9.9, 0.05, 100) | {"timing_s/balance_batch": 0.5}, step(16, 12, 11.9, 0.06, 1000)]
+    timed[1]["timing_s/balance_batch"] = 0.25
+    write_run(tmp_path, "new", "+gpus=x1 +mode=sync", timed)
+    write_run(tmp_path, "old", "+gpus=x2 +mode=sync", [step(60, 10, 9.9, 0.05, 100), step(16, 12, 11.9, 0.06, 1000)])
+    assert report.main([str(tmp_path), "new", "old", "--no-plots"]) == 0
+    steps = list(csv.DictReader((tmp_path / "steps.csv").read_text().splitlines()))
+    assert [(r["run"], r["step"], r["balance_batch_s"]) for r in steps] == [
+        ("new", "1", "0.5"),
+        ("new", "2", "0.25"),
+        ("old", "1", ""),
+        ("old", "2", ""),
+    ]
+    summary = {r["run"]: r for r in csv.DictReader((tmp_path / "summary.csv").read_text().splitlines())}
+    assert (summary["new"]["balance_batch_s"], summary["old"]["balance_batch_s"]) == ("0.25", "")  # step 2 on
+    write_run(tmp_path, "older", "+gpus=x1 +mode=sync", [step(60, 10, 9.9, 0.05, 100), step(16, 12, 11.9, 0.06, 1000)])
+    assert report.main([str(tmp_path), "old", "older", "--no-plots"]) == 0
+    assert "balance_batch_s" not in (tmp_path / "steps.csv").read_text()  # results made before it: unchanged
+    assert "balance_batch_s" not in (tmp_path / "summary.csv").read_text()

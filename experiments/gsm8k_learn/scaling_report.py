@@ -55,6 +55,9 @@ COLUMNS = {
     "executed_calls": "longflow/executed_calls/mean",
 }
 PHASES = ("gen_s", "old_log_prob_s", "update_actor_s", "update_weights_s")
+# Logged by newer packs only: a column (and a phase) where some run has it, absent otherwise, so that results made
+# before it regenerate unchanged. verl has no timer on _balance_batch; the pack's is timing_s/balance_batch.
+OPTIONAL = {"balance_batch_s": "timing_s/balance_batch"}
 SUMMARY = ("step_s", "gen_s", "span_s", "take_lag_s", "update_actor_s", "trajectories_per_s", "tokens_per_s")
 
 
@@ -97,6 +100,7 @@ def read_steps(run_dir: Path, drop_validated_lag: bool = False) -> list[dict[str
         }
         row |= {k: setup[k] for k in ("gpus", "mode", "prompts")}
         row |= {name: data.get(key) for name, key in COLUMNS.items()}
+        row |= {name: data[key] for name, key in OPTIONAL.items() if key in data}
         validated = setup["test_freq"] > 0 and (row["step"] % setup["test_freq"] == 0 or row["step"] == setup["steps"])
         if drop_validated_lag and validated:
             row["take_lag_s"] = None
@@ -113,15 +117,21 @@ def median(rows: list[dict[str, object]], key: str) -> float | None:
     return statistics.median(values) if values else None
 
 
+def optional_phases(runs: dict[str, list[dict[str, object]]]) -> tuple[str, ...]:
+    """The ``OPTIONAL`` columns some run logged."""
+    return tuple(name for name in OPTIONAL if any(name in row for rows in runs.values() for row in rows))
+
+
 def summarise(runs: dict[str, list[dict[str, object]]], first: int) -> list[dict[str, object]]:
     summary = []
+    extra = optional_phases(runs)
     for name, rows in runs.items():
         kept = [r for r in rows if r["step"] >= first]
         if not kept:
             raise SystemExit(f"{name}: no step from step {first} on (its last: {rows[-1]['step'] if rows else None})")
         entry = {"run": name, "gpus": rows[0]["gpus"], "mode": rows[0]["mode"], "prompts": rows[0]["prompts"]}
         entry["steps"] = f"{kept[0]['step']}-{kept[-1]['step']}"
-        entry |= {key: median(kept, key) for key in (*SUMMARY, *PHASES[1:], "max_memory_allocated_gb")}
+        entry |= {key: median(kept, key) for key in (*SUMMARY, *PHASES[1:], *extra, "max_memory_allocated_gb")}
         seconds = sum(float(r["step_s"]) for r in kept)  # rates over the steps' total time, not a median of rates
         entry["trajectories_per_s"] = sum(int(r["trajectories"]) for r in kept) / seconds
         entry["tokens_per_s"] = sum(float(r["tokens_per_s"]) * float(r["step_s"]) for r in kept) / seconds
@@ -141,8 +151,9 @@ def summarise(runs: dict[str, list[dict[str, object]]], first: int) -> list[dict
 
 
 def write_csv(path: Path, rows: list[dict[str, object]]) -> None:
+    fields = list(dict.fromkeys(key for row in rows for key in row))  # an optional column: where any row has it
     with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer = csv.DictWriter(f, fieldnames=fields)
         writer.writeheader()
         writer.writerows(rows)
 
@@ -210,8 +221,8 @@ def plot(
     names = [s["run"] for s in summary]
     fig, ax = plt.subplots(figsize=(7, 4))
     bottom = [0.0] * len(summary)
-    for phase in PHASES:
-        values = [s[phase] or 0.0 for s in summary]
+    for phase in (*PHASES, *(name for name in OPTIONAL if name in summary[0])):
+        values = [s.get(phase) or 0.0 for s in summary]
         ax.bar(names, values, bottom=bottom, label=phase.removesuffix("_s").replace("_", " "))
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     other = [max(s["step_s"] - b, 0.0) for s, b in zip(summary, bottom, strict=True)]
