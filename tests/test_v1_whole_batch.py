@@ -21,9 +21,23 @@ CRITIC = (
 )
 
 
-def config(value: Any, estimator: str = "grpo") -> Any:
+FIXED = (
+    "trainer.v1.whole_batch_update: true is not valid with fixed micro-batches ({}): a GPU's rows then follow the "
+    "trajectories and need not divide into micro-batches; valid: those keys true (micro-batches by tokens, "
+    "ppo_max_token_len_per_gpu), or false"
+)
+
+
+def config(value: Any, estimator: str = "grpo", **models: Any) -> Any:
+    """A trainer config; ``models`` overrides ``actor_rollout_ref`` (the actor's micro-batches by tokens unless
+    given)."""
     return OmegaConf.create(
-        {"trainer": {"v1": {"whole_batch_update": value}}, "algorithm": {"adv_estimator": estimator}, "critic": {}}
+        {
+            "trainer": {"v1": {"whole_batch_update": value}},
+            "algorithm": {"adv_estimator": estimator},
+            "critic": {},
+            "actor_rollout_ref": models or {"actor": {"use_dynamic_bsz": True}},
+        }
     )
 
 
@@ -47,10 +61,39 @@ def test_it_is_refused_with_a_critic() -> None:
     assert whole_batch_update(config(False, estimator="gae")) is False
 
 
+@pytest.mark.parametrize(
+    ("models", "fixed"),
+    [
+        (
+            {"actor": {}},
+            "actor_rollout_ref.actor.use_dynamic_bsz=false, "
+            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false, actor_rollout_ref.ref.log_prob_use_dynamic_bsz=false",
+        ),
+        (
+            {"actor": {"use_dynamic_bsz": True}, "rollout": {"log_prob_use_dynamic_bsz": False}},
+            "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false",
+        ),
+    ],
+)
+def test_it_is_refused_with_fixed_micro_batches(models: dict, fixed: str) -> None:
+    with pytest.raises(ValueError) as err:
+        whole_batch_update(config(True, **models))
+    assert str(err.value) == FIXED.format(fixed)
+    assert whole_batch_update(config(False, **models)) is False
+
+
 def test_config_check_reports_it_before_any_model_loads() -> None:
     cfg = composed("ledger_folding", "+trainer.v1.whole_batch_update=maybe")
     assert check_composed(cfg, "ledger_folding") == [f"ledger_folding: {BAD.format('maybe')}"]
     assert check_composed(composed("ledger_folding", "+trainer.v1.whole_batch_update=true"), "x") == []
+    fixed = composed(
+        "ledger_folding", "+trainer.v1.whole_batch_update=true", "actor_rollout_ref.actor.use_dynamic_bsz=false"
+    )
+    keys = (  # the log-prob keys follow the actor's (verl's interpolation)
+        "actor_rollout_ref.actor.use_dynamic_bsz=false, actor_rollout_ref.rollout.log_prob_use_dynamic_bsz=false, "
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz=false"
+    )
+    assert check_composed(fixed, "ledger_folding") == [f"ledger_folding: {FIXED.format(keys)}"]
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +119,7 @@ def trainer_of(qwen_dir: Any, gpus: int, whole: bool) -> Any:
     step = trainer(qwen_dir, 16, gpus, 4)
     with open_dict(step.config):
         step.config.trainer.v1.whole_batch_update = whole
+        step.config.actor_rollout_ref.actor.use_dynamic_bsz = True
     return step
 
 
@@ -139,6 +183,25 @@ def test_the_actor_takes_the_whole_batch_as_one_mini_batch(qwen_dir, caplog, who
         counted = actor_optimizer_steps(step, batch)
     assert counted == {"longflow/actor_optimizer_steps": 1.0, "longflow/batch/padding_rows": float(len(tags) - 18)}
     assert "optimizer steps this training step" not in caplog.text
+    if whole:  # separate_async updates the actor once per parameter_sync_step sub-batch, each taken whole
+        step.parameter_sync_step = 2
+        with open_dict(step.config):
+            step.config.actor_rollout_ref.actor.ppo_epochs = 3
+        assert actor_optimizer_steps(step, batch)["longflow/actor_optimizer_steps"] == 6.0
+
+
+def test_the_actor_group_is_put_back_when_the_update_fails(qwen_dir) -> None:
+    import transfer_queue as tq
+
+    class Failing(RecordingActor):
+        def update_actor(self, batch: Any) -> dict[str, Any]:
+            raise RuntimeError("the worker died")
+
+    step = trainer_of(qwen_dir, 2, True)
+    actor = step.actor_rollout_wg = Failing(2)
+    with pytest.raises(RuntimeError, match="the worker died"):
+        step._update_actor(tq.KVBatchMeta(partition_id="train", keys=["a_0_0", "b_0_0"], tags=[{}, {}]), {})
+    assert step.actor_rollout_wg is actor
 
 
 def test_the_reliance_fails_when_verl_sets_the_mini_batch_after_calling_the_actor(monkeypatch) -> None:

@@ -239,21 +239,23 @@ _WARNED = {"optimizer_steps": False}
 
 def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
     """How many optimizer steps the actor takes on this step's batch: one per ``ppo_mini_batch_size x rollout.n``
-        ROWS (verl pads the batch to a multiple of that), times ``ppo_epochs`` (``PPOTrainer._update_actor``,
-        ``engine_workers.py``'s ``total_num_iterations``). A folded trajectory is a row per segment, so folding
-        multiplies this unless ``ppo_mini_batch_size`` grows with the segments (docs/results/ledger-fold-grpo30-h100:
-        207 steps in 30, and folding fell from 126/128 to 94/128). The first step where trajectories of several rows
-        add optimizer steps logs a warning that says how to have one (``trainer.v1.whole_batch_update`` makes it one,
-    ``whole_batch.py``). ``longflow/batch/padding_rows`` counts the
-        no-op rows verl added (128 tokens each, which the actor still runs forward and backward on:
-        docs/results/folding-scaling-h200x2 measured 50-59 % of a folding step's tokens)."""
+    ROWS (verl pads the batch to a multiple of that), times ``ppo_epochs`` (``PPOTrainer._update_actor``,
+    ``engine_workers.py``'s ``total_num_iterations``). A folded trajectory is a row per segment, so folding
+    multiplies this unless ``ppo_mini_batch_size`` grows with the segments (docs/results/ledger-fold-grpo30-h100:
+    207 steps in 30, and folding fell from 126/128 to 94/128). The first step where trajectories of several rows
+    add optimizer steps logs a warning that says how to have one. With ``trainer.v1.whole_batch_update``
+    (``whole_batch.py``) each actor update takes its batch whole: ``parameter_sync_step`` (separate_async's actor
+    updates a step, else 1) x ``ppo_epochs``. ``longflow/batch/padding_rows`` counts the no-op rows verl added
+    (2 tokens each on an FSDP actor, verl's 128 elsewhere: ``padding_rows.py``), which the actor still runs forward
+    and backward on and the driver builds, stores and scores (docs/results/folding-weak-scaling-h200x4)."""
     config = trainer.config.actor_rollout_ref
     per_step = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
     epochs = int(config.actor.ppo_epochs)
     real = real_keys(batch)
-    if whole_batch_update(trainer.config):  # the whole batch is the one mini-batch
+    if whole_batch_update(trainer.config):  # the whole (sub-)batch is the one mini-batch of each actor update
+        steps = int(getattr(trainer, "parameter_sync_step", 1)) * epochs
         return {
-            "longflow/actor_optimizer_steps": float(epochs),
+            "longflow/actor_optimizer_steps": float(steps),
             "longflow/batch/padding_rows": float(len(batch.keys) - len(real)),
         }
     steps = -(-len(batch.keys) // per_step) * epochs

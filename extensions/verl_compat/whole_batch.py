@@ -11,10 +11,15 @@ With ``trainer.v1.whole_batch_update: true`` a batch is padded only to a multipl
 ranks (at most ranks - 1 no-op rows), and ``_update_actor`` hands the actor the whole batch as its one mini-batch
 (``mini_batch_size`` = ``global_batch_size`` = the batch's rows): one optimizer step a training step, times
 ``ppo_epochs``, however many rows the trajectories made. ``ppo_mini_batch_size`` then sizes only verl's own checks
-and ``separate_async``'s sampling. Under verl's default ``token-mean`` loss the step is the padded one's: the loss is
-divided by the mini-batch's loss tokens, and a no-op row has none. The ``seq-mean-*`` modes divide by the mini-batch's
-rows (``global_batch_size``), which then are the batch's rows, not the padded count. A critic trains on verl's critic
-mini-batches, so the setting is refused with one.
+and ``separate_async``'s sampling (which updates the actor once per ``parameter_sync_step`` sub-batch: that many
+optimizer steps a training step). Under verl's default ``token-mean`` loss (and ``token-sum``) the step is the padded
+one's: the loss is divided by the mini-batch's loss tokens, and a no-op row has none. The ``seq-mean-*`` modes divide
+by the mini-batch's rows (``global_batch_size``), which then are the batch's real rows, not the padded count: their
+loss is larger by padded / real rows (about 9x on the folding presets) than with verl's padding.
+
+Refused, with the reason, where it cannot work: with a critic (it trains on verl's critic mini-batches, which need
+verl's padding), and with fixed micro-batches (``use_dynamic_bsz`` false for the actor, or for the rollout's or the
+reference's log-probs): a GPU's rows then follow the trajectories and need not divide into micro-batches.
 """
 
 from __future__ import annotations
@@ -34,9 +39,25 @@ DOC = (
 )
 
 
+def dynamic_micro_batches(config: Any) -> dict[str, bool]:
+    """Each key that makes a micro-batch split by tokens (true) or by a fixed row count (false), as verl reads it:
+    the rollout's and the reference's log-prob keys default to the actor's."""
+    models = config.get("actor_rollout_ref") or {}
+    actor = bool((models.get("actor") or {}).get("use_dynamic_bsz", False))
+    return {
+        "actor_rollout_ref.actor.use_dynamic_bsz": actor,
+        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": bool(
+            (models.get("rollout") or {}).get("log_prob_use_dynamic_bsz", actor)
+        ),
+        "actor_rollout_ref.ref.log_prob_use_dynamic_bsz": bool(
+            (models.get("ref") or {}).get("log_prob_use_dynamic_bsz", actor)
+        ),
+    }
+
+
 def whole_batch_update(config: Any) -> bool:
     """Whether ``trainer.v1.whole_batch_update`` is on. Raises ``ValueError`` naming the key and what is valid for
-    a value that is not a boolean, or for ``true`` in a run that trains a critic."""
+    a value that is not a boolean, and for ``true`` in a run that trains a critic or has fixed micro-batches."""
     value = ((config.get("trainer") or {}).get("v1") or {}).get("whole_batch_update")
     if value is None:
         return False
@@ -46,6 +67,13 @@ def whole_batch_update(config: Any) -> bool:
         raise ValueError(
             f"{KEY}: true is not valid in a run that trains a critic (critic.enable, or adv_estimator=gae): the "
             "critic trains on verl's mini-batches, which need verl's padding; valid: false"
+        )
+    fixed = [key for key, dynamic in dynamic_micro_batches(config).items() if not dynamic]
+    if value and fixed:
+        raise ValueError(
+            f"{KEY}: true is not valid with fixed micro-batches ({', '.join(f'{key}=false' for key in fixed)}): a "
+            "GPU's rows then follow the trajectories and need not divide into micro-batches; valid: those keys true "
+            "(micro-batches by tokens, ppo_max_token_len_per_gpu), or false"
         )
     return value
 
