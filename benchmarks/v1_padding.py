@@ -1,7 +1,7 @@
 """The driver's share of a verl v1 training step on a folding-shaped batch, by ``ppo_mini_batch_size``.
 
     python -m benchmarks.v1_padding [--trajectories 128] [--gpus 1] [--mini-batch 192 24] [--padding-row-tokens 128 0]
-        [--repeat 3] [--json OUT.json]
+        [--repeat 3] [--whole-batch] [--json OUT.json]
 
 verl 0.9.1's v1 trainer pads every batch to a multiple of ``ppo_mini_batch_size x rollout.n`` rows
 (``upsample_batch_to_divisible_size``: deep copies of the first row, put into TransferQueue). Folding's presets
@@ -9,7 +9,8 @@ set the mini-batch to the batch's most possible segments (one optimizer step a t
 become 1,536 (docs/results/folding-scaling-h200x2). This runs verl's real ``_balance_batch`` (the padding and the
 sequence-length balancing), ``_compute_advantage`` (GRPO, with the pack's hooks: segment weights, checks) and
 ``_compute_metrics`` on batches in a real TransferQueue on this CPU, for each mini-batch size and padding-row
-length (verl's 128 tokens, and the pack's default: ``extensions/verl_compat/padding_rows.py``), and prints the
+length (verl's 128 tokens, and the pack's default: ``extensions/verl_compat/padding_rows.py``), and with
+``--whole-batch`` also with ``trainer.v1.whole_batch_update`` (padded to the ranks only), and prints the
 median seconds of ``--repeat`` batches for each and the tokens the actor would run on (padding rows included). Rows are shaped as the flagged-ledger runs': 1-3 segments a
 trajectory (1.27 on average at 128 trajectories), prompts of
 389-790 tokens, responses up to 1,248, a page of tool output a turn. The actor's time on the padding rows (GPU) is not
@@ -111,10 +112,16 @@ def folding_rows(trajectories: int, seed: int = 0) -> tuple[list[str], list[dict
 
 
 def trainer(
-    qwen_dir: Path, trajectories: int, gpus: int, mini_batch: int, padding_row_tokens: int | None = None
+    qwen_dir: Path,
+    trajectories: int,
+    gpus: int,
+    mini_batch: int,
+    padding_row_tokens: int | None = None,
+    whole_batch: bool = False,
 ) -> Any:
     """verl's v1 sync trainer, built on the driver only (no workers): what the three phases need.
-    ``padding_row_tokens``: ``trainer.v1.padding_row_tokens`` (None: the pack's default for an FSDP actor, 2)."""
+    ``padding_row_tokens``: ``trainer.v1.padding_row_tokens`` (None: the pack's default for an FSDP actor, 2);
+    ``whole_batch``: ``trainer.v1.whole_batch_update`` (micro-batches by tokens, as it needs)."""
     from transformers import AutoTokenizer
     from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
@@ -129,6 +136,11 @@ def trainer(
             "algorithm.rollout_correction.bypass_mode=true",
             "critic.enable=false",
             *([f"+trainer.v1.padding_row_tokens={padding_row_tokens}"] if padding_row_tokens else []),
+            *(
+                ["+trainer.v1.whole_batch_update=true", "actor_rollout_ref.actor.use_dynamic_bsz=true"]
+                if whole_batch
+                else []
+            ),
         ]
     )
     made = PPOTrainerSync(config)
@@ -182,6 +194,11 @@ def main(argv: list[str] | None = None) -> int:
         default=[128, 0],
         help="trainer.v1.padding_row_tokens to compare (128: verl's own rows; 0: the pack's default, 2 on FSDP)",
     )
+    ap.add_argument(
+        "--whole-batch",
+        action="store_true",
+        help="also trainer.v1.whole_batch_update (the batch padded to the ranks only), with the pack's padding rows",
+    )
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     import ray
@@ -199,6 +216,11 @@ def main(argv: list[str] | None = None) -> int:
                 runs = [measure(step, rows, f"train{m}_{tokens}_{r}") for r in range(args.repeat)]
                 median = {k: statistics.median(run[k] for run in runs) for k in PHASES}
                 results.append(runs[0] | median | {"padding_row_tokens": tokens or "default"})
+        if args.whole_batch:
+            step = trainer(cached_qwen_model_dir(), trajectories, args.gpus, args.mini_batch[0] * args.gpus, None, True)
+            runs = [measure(step, rows, f"train_whole_{r}") for r in range(args.repeat)]
+            median = {k: statistics.median(run[k] for run in runs) for k in PHASES}
+            results.append(runs[0] | median | {"padding_row_tokens": "default", "mini_batch": "whole batch"})
     finally:
         try:
             tq.close()
@@ -210,8 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     for r in results:
         share = r["padding_tokens"] / r["tokens"]
+        label = r["mini_batch"] if r["mini_batch"] == "whole batch" else f"{r['mini_batch']} x {N}"
         print(
-            f"| {r['mini_batch']} x {N} | {r['padding_row_tokens']} | {r['rows']} | {r['padded_rows']} "
+            f"| {label} | {r['padding_row_tokens']} | {r['rows']} | {r['padded_rows']} "
             f"| {r['tokens']:,} | {r['padding_tokens']:,} ({share:.1%}) | {r['balance_s']:.2f} "
             f"| {r['adv_s']:.2f} | {r['metrics_s']:.2f} |"
         )

@@ -38,3 +38,16 @@ def test_verl_pads_to_a_multiple_of_the_mini_batch_rows(tmp_path: Path, capsys) 
     assert table[-4].startswith("| 4 x 8 | 128 | 18 | 32 | 17,785 | 1,792 (10.1%) |")
     assert table[-3].startswith("| 4 x 8 | default | 18 | 32 | 16,021 | 28 (0.2%) |")
     assert table[-1].startswith("| 1 x 8 | default | 18 | 24 | 16,005 | 12 (0.1%) |")
+
+
+def test_the_whole_batch_is_padded_to_the_ranks_only(tmp_path: Path, capsys) -> None:
+    out = tmp_path / "whole.json"
+    args = ["--trajectories", "16", "--gpus", "4", "--mini-batch", "4", "--padding-row-tokens", "0", "--repeat", "1"]
+    assert v1_padding.main([*args, "--whole-batch", "--json", str(out)]) == 0
+    results = json.loads(out.read_text())
+    # 64 trajectories (76 rows) on 4 ranks: a mini-batch of 16 x 8 rows pads them to 128; the whole batch needs none
+    assert [(r["mini_batch"], r["rows"], r["padded_rows"], r["padding_tokens"]) for r in results] == [
+        (16, 76, 128, 52 * 2),
+        ("whole batch", 76, 76, 0),
+    ]
+    assert capsys.readouterr().out.splitlines()[-1].startswith("| whole batch | default | 76 | 76 |")
