@@ -210,17 +210,19 @@ def main(argv: list[str] | None = None) -> int:
         trajectories = args.trajectories * args.gpus
         rows = folding_rows(trajectories)  # the same batch for every mini-batch size and repeat
         results = []
+
+        def medians(step: Any, name: str) -> dict[str, Any]:  # the first batch's figures, the phases' medians
+            runs = [measure(step, rows, f"{name}_{r}") for r in range(args.repeat)]
+            return runs[0] | {k: statistics.median(run[k] for run in runs) for k in PHASES}
+
         for m in args.mini_batch:  # the first batch of a process also pays for imports and warm-up: in the spread
             for tokens in args.padding_row_tokens:
                 step = trainer(cached_qwen_model_dir(), trajectories, args.gpus, m * args.gpus, tokens or None)
-                runs = [measure(step, rows, f"train{m}_{tokens}_{r}") for r in range(args.repeat)]
-                median = {k: statistics.median(run[k] for run in runs) for k in PHASES}
-                results.append(runs[0] | median | {"padding_row_tokens": tokens or "default"})
+                results.append(medians(step, f"train{m}_{tokens}") | {"padding_row_tokens": tokens or "default"})
         if args.whole_batch:
             step = trainer(cached_qwen_model_dir(), trajectories, args.gpus, args.mini_batch[0] * args.gpus, None, True)
-            runs = [measure(step, rows, f"train_whole_{r}") for r in range(args.repeat)]
-            median = {k: statistics.median(run[k] for run in runs) for k in PHASES}
-            results.append(runs[0] | median | {"padding_row_tokens": "default", "mini_batch": "whole batch"})
+            whole = {"padding_row_tokens": "default", "mini_batch": "whole batch"}
+            results.append(medians(step, "train_whole") | whole)
     finally:
         try:
             tq.close()

@@ -147,3 +147,20 @@ class Row:
     def span(self, turn: dict[str, Any]) -> tuple[list[int], list[int]]:
         lo, hi = turn["span"]
         return self.response_ids[lo:hi], self.mask[lo:hi]
+
+
+@pytest.fixture(scope="module")
+def transfer_queue():
+    """Ray and a real TransferQueue for a test module (tq.init asks Ray for 3 logical CPUs); shut down after it."""
+    import ray
+    import transfer_queue as tq
+
+    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
+    try:
+        tq.init()
+        yield tq
+    finally:
+        try:
+            tq.close()
+        finally:
+            ray.shutdown()

@@ -62,22 +62,6 @@ def test_config_check_reports_it_before_any_model_loads() -> None:
     assert check_composed(composed("ledger_folding", "+trainer.v1.padding_row_tokens=128"), "x") == []
 
 
-@pytest.fixture(scope="module")
-def transfer_queue():
-    import ray
-    import transfer_queue as tq
-
-    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
-    try:
-        tq.init()
-        yield tq
-    finally:
-        try:
-            tq.close()
-        finally:
-            ray.shutdown()
-
-
 def balanced(tq: Any, qwen_dir: Any, partition: str, tokens: int | None) -> tuple[Any, list[dict], list[dict]]:
     """18 folding rows through verl's real ``_balance_batch`` (4 x 8 rows a mini-batch: 14 padding rows); the
     padding rows' fields and tags, read back from TransferQueue."""

@@ -96,22 +96,6 @@ def test_config_check_reports_it_before_any_model_loads() -> None:
     assert check_composed(fixed, "ledger_folding") == [f"ledger_folding: {FIXED.format(keys)}"]
 
 
-@pytest.fixture(scope="module")
-def transfer_queue():
-    import ray
-    import transfer_queue as tq
-
-    ray.init(num_cpus=8, include_dashboard=False, log_to_driver=False)
-    try:
-        tq.init()
-        yield tq
-    finally:
-        try:
-            tq.close()
-        finally:
-            ray.shutdown()
-
-
 def trainer_of(qwen_dir: Any, gpus: int, whole: bool) -> Any:
     """verl's v1 sync trainer on the driver (16 prompts x 8, ``ppo_mini_batch_size`` 4: 32 rows a mini-batch)."""
     from benchmarks.v1_padding import trainer
