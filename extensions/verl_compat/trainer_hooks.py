@@ -252,16 +252,14 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
     per_step = int(config.actor.ppo_mini_batch_size) * int(config.rollout.n)
     epochs = int(config.actor.ppo_epochs)
     real = real_keys(batch)
-    if whole_batch_update(trainer.config):  # the whole (sub-)batch is the one mini-batch of each actor update
+    whole = whole_batch_update(trainer.config)  # the whole (sub-)batch is the one mini-batch of each actor update
+    if whole:
         steps = int(getattr(trainer, "parameter_sync_step", 1)) * epochs
-        return {
-            "longflow/actor_optimizer_steps": float(steps),
-            "longflow/batch/padding_rows": float(len(batch.keys) - len(real)),
-        }
-    steps = -(-len(batch.keys) // per_step) * epochs
+    else:
+        steps = -(-len(batch.keys) // per_step) * epochs
     trajectories = len({key.rsplit("_", 1)[0] for key in real})  # keys are {uid}_{session}_{output index}
     unfolded = -(-trajectories // per_step) * epochs
-    if steps > unfolded and not _WARNED["optimizer_steps"]:
+    if not whole and steps > unfolded and not _WARNED["optimizer_steps"]:
         _WARNED["optimizer_steps"] = True
         logger.warning(
             "verl-longflow: %d trajectories came as %d rows (a folded trajectory is a row per segment), so the "
@@ -269,8 +267,8 @@ def actor_optimizer_steps(trainer: Any, batch: Any) -> dict[str, float]:
             "rollout.n=%d rows, x ppo_epochs=%d). Each step moves the weights, on rows of zero advantage too "
             "(AdamW's momentum). For one per training step set +trainer.v1.whole_batch_update=true, or "
             "actor_rollout_ref.actor.ppo_mini_batch_size to data.train_batch_size x the loop's fold.max_segments "
-            "(docs/results/ledger-fold-grpo30-mb96-h100); verl then pads each batch to a multiple of ppo_mini_batch_size x rollout.n rows with no-op rows, which cost "
-            "driver time, and actor time at verl's 128 tokens a row (trainer.v1.padding_row_tokens; "
+            "(docs/results/ledger-fold-grpo30-mb96-h100); verl then pads each batch to a multiple of "
+            "ppo_mini_batch_size x rollout.n rows with no-op rows, which cost driver time, and actor time at verl's 128 tokens a row (trainer.v1.padding_row_tokens; "
             "longflow/batch/padding_rows). longflow/actor_optimizer_steps logs the count every step.",
             trajectories,
             len(real),
