@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f) or 2-GPU machine (I-N, P-S, U, b, c, g, h), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i) or 2-GPU machine (I-N, P-S, U, b, c, g, h), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -63,6 +63,7 @@
 #   e (4 GPUs), side by side: fold_sync_x1 (GPU 0), fold_sync_x1_wb (GPU 1), fold_sync_x2_wb (GPUs 2-3).
 #   f (4 GPUs), side by side: fold_colo_x1, fold_colo_x1_wb, fold_colo_x2_wb.   WAVES="e f" on one machine.
 #   g (2 GPUs), side by side: fold_sync_x1, fold_sync_x1_wb.   h (2 GPUs): fold_sync_x2_wb.
+#   i (4 GPUs): fold_sync_x4_wb, after wave e on the same machine (weak scaling at 1, 2 and 4 GPUs): WAVES="e i".
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
@@ -114,12 +115,13 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   f) echo fold_colo_x1 fold_colo_x1_wb fold_colo_x2_wb ;;
   g) echo fold_sync_x1 fold_sync_x1_wb ;;
   h) echo fold_sync_x2_wb ;;
-  *) echo "unknown wave $1 (A to Z, a to h)" >&2; exit 2 ;;
+  i) echo fold_sync_x4_wb ;;
+  *) echo "unknown wave $1 (A to Z, a to i)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
   case $1 in
-  sync_x4 | colo_x4 | fold_sync_x4 | fold_colo_x4) echo 4 ;;
+  sync_x4 | colo_x4 | fold_sync_x4 | fold_colo_x4 | fold_sync_x4_wb) echo 4 ;;
   sync_x2 | sync_x2_b | sync_x2_nd | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | fold_sync_x2_16 | \
     fold_colo_x2_16 | verify_sep_x1 | fold_sync_x2_wb | fold_colo_x2_wb) echo 2 ;;
   *) echo 1 ;;
@@ -240,6 +242,7 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   fold_colo_x1_wb) fold fold_colo_x1_wb "$devices" +gpus=x1 +mode=colocate_async "${whole[@]}" ;;
   fold_sync_x2_wb) fold fold_sync_x2_wb "$devices" +gpus=x2 +mode=sync "${whole[@]}" ;;
   fold_colo_x2_wb) fold fold_colo_x2_wb "$devices" +gpus=x2 +mode=colocate_async "${whole[@]}" ;;
+  fold_sync_x4_wb) fold fold_sync_x4_wb "$devices" +gpus=x4 +mode=sync "${whole[@]}" ;;
   fold_pad128) fold fold_pad128 "$devices" +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128 ;;
   fold_pad2) fold fold_pad2 "$devices" +gpus=x1 +mode=sync ;;
   verify_sync_x1) verify verify_sync_x1 "$devices" +mode=sync ;;
