@@ -53,6 +53,15 @@ def test_setup_is_read_from_presets_and_overrides() -> None:
     )
 
 
+def test_a_whole_batch_run_is_a_mode_of_its_own() -> None:
+    whole = "+gpus=x2 +mode=sync +trainer.v1.whole_batch_update=true"
+    assert report.run_setup(whole)["mode"] == "sync whole-batch"
+    assert report.run_setup("+gpus=x1 +mode=colocate_async +trainer.v1.whole_batch_update=True")["mode"] == (
+        "colocate_async whole-batch"
+    )
+    assert report.run_setup("+gpus=x1 +mode=sync +trainer.v1.whole_batch_update=false")["mode"] == "sync"
+
+
 def test_medians_speedups_and_the_validated_steps_lag(tmp_path: Path) -> None:
     write_run(
         tmp_path,

@@ -14,6 +14,7 @@ from its overrides). Writes ``RESULTS/steps.csv`` (every run's steps), ``RESULTS
 steps summed, over their ``timing_s/step`` summed; tokens a second are verl's ``perf/throughput`` (per GPU) times
 the GPUs, weighted the same way. The other columns are medians. ``x sync 1 GPU`` is over the first 1-GPU sync run
 named; ``x mode 1 GPU`` over the mean of the run's own mode's 1-GPU runs (weak scaling within a mode; ``-`` if none).
+A run with ``+trainer.v1.whole_batch_update=true`` is a mode of its own (``sync whole-batch``): its own 1-GPU baseline.
 ``--drop-validated-lag RUN,RUN``: in runs from before commit ec9275b the hook timed a validation's sample, not the
 step's, so a step of those runs that validated (every ``trainer.test_freq``-th, and the last) gets no ``take_lag_s``.
 GPUs are the trainer's (``trainer.n_gpus_per_node x trainer.nnodes``) plus, for ``separate_async``, the rollout's.
@@ -76,6 +77,8 @@ def run_setup(command: str) -> dict[str, object]:
     if mode == "separate_async":  # its preset gives rollout one node of one GPU of its own
         nodes = int(override("actor_rollout_ref.rollout.nnodes") or 1)
         rollout_gpus = nodes * int(override("actor_rollout_ref.rollout.n_gpus_per_node") or 1)
+    if (override("+trainer.v1.whole_batch_update") or "").lower() == "true":
+        mode += " whole-batch"  # its own line and 1-GPU baseline: a different update path, not a different trainer
     return {
         "gpus": trainer_gpus + rollout_gpus,
         "prompts": int(override("data.train_batch_size") or 16 * per_node),
