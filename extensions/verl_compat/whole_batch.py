@@ -15,7 +15,8 @@ and ``separate_async``'s sampling (which updates the actor once per ``parameter_
 optimizer steps a training step). Under verl's default ``token-mean`` loss (and ``token-sum``) the step is the padded
 one's: the loss is divided by the mini-batch's loss tokens, and a no-op row has none. The ``seq-mean-*`` modes divide
 by the mini-batch's rows (``global_batch_size``), which then are the batch's real rows, not the padded count: their
-loss is larger by padded / real rows (about 9x on the folding presets) than with verl's padding.
+loss is larger by padded / real rows (about 9x on the folding presets) than with verl's padding (both checked
+through verl's own policy loss: ``tests/test_v1_whole_batch_loss.py``).
 
 Refused, with the reason, where it cannot work: with a critic (it trains on verl's critic mini-batches, which need
 verl's padding), and with fixed micro-batches (``use_dynamic_bsz`` false for the actor, or for the rollout's or the
