@@ -48,7 +48,7 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Q9", "status", "0")
-    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to i)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to k)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
