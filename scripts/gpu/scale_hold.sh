@@ -210,9 +210,9 @@ verify() {  # NAME GPUS [overrides]: the code-verify workflow, gsm8k_learn's bat
 strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
 fold_strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=192)   # gpus/x1's batch
 whole=(+trainer.v1.whole_batch_update=true)   # pad to the ranks only; the whole batch one mini-batch
-fold_seed2=(data.seed=2 actor_rollout_ref.rollout.seed=43)   # the folding runs validate nothing
 validated=("trainer.test_freq=$STEPS")
-seed2=(data.seed=2 actor_rollout_ref.rollout.seed=43 "${validated[@]}")
+seed2_unvalidated=(data.seed=2 actor_rollout_ref.rollout.seed=43)   # the folding runs validate nothing
+seed2=("${seed2_unvalidated[@]}" "${validated[@]}")
 seed3=(data.seed=3 actor_rollout_ref.rollout.seed=44 "${validated[@]}")
 seed4=(data.seed=4 actor_rollout_ref.rollout.seed=45 "${validated[@]}")
 start() {  # RUN DEVICES: each run's command, the same in every wave that has it
@@ -249,8 +249,8 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   fold_sync_x2_wb) fold fold_sync_x2_wb "$devices" +gpus=x2 +mode=sync "${whole[@]}" ;;
   fold_colo_x2_wb) fold fold_colo_x2_wb "$devices" +gpus=x2 +mode=colocate_async "${whole[@]}" ;;
   fold_sync_x4_wb) fold fold_sync_x4_wb "$devices" +gpus=x4 +mode=sync "${whole[@]}" ;;
-  fold_sync_x1_wb_s2) fold fold_sync_x1_wb_s2 "$devices" +gpus=x1 +mode=sync "${whole[@]}" "${fold_seed2[@]}" ;;
-  fold_sync_x2_wb_s2) fold fold_sync_x2_wb_s2 "$devices" +gpus=x2 +mode=sync "${whole[@]}" "${fold_seed2[@]}" ;;
+  fold_sync_x1_wb_s2) fold fold_sync_x1_wb_s2 "$devices" +gpus=x1 +mode=sync "${whole[@]}" "${seed2_unvalidated[@]}" ;;
+  fold_sync_x2_wb_s2) fold fold_sync_x2_wb_s2 "$devices" +gpus=x2 +mode=sync "${whole[@]}" "${seed2_unvalidated[@]}" ;;
   fold_pad128) fold fold_pad128 "$devices" +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128 ;;
   fold_pad2) fold fold_pad2 "$devices" +gpus=x1 +mode=sync ;;
   verify_sync_x1) verify verify_sync_x1 "$devices" +mode=sync ;;
