@@ -48,7 +48,7 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Q9", "status", "0")
-    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to k)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to n)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
@@ -179,3 +179,27 @@ def test_the_no_delay_tools_are_the_long_tail_tools_without_the_delay() -> None:
     assert control == delayed
     config = tools("tools_no_delay.yaml")[0]["config"]
     assert PythonExecTool(dict(config)).latency.draw() == 0.0
+
+
+def test_folding_under_separate_async_runs_beside_sync_on_the_same_gpus_and_batch() -> None:
+    """l/m (a 2-GPU machine) and n (4 GPUs): fold_sep_x1_wb is fold_sync_x1_wb under separate_async (1 trainer GPU +
+    1 rollout GPU, one whole-batch actor update a step); fold_sync_x2_16_wb is Y's fold_sync_x2_16 with the
+    whole-batch update: the same 16 ledgers x 8 a step on 2 GPUs."""
+    assert hold("l m", "plan").stdout.splitlines() == [
+        "wave l, 2 GPU(s): fold_sep_x1_wb (GPUs 0,1)",
+        "wave m, 2 GPU(s): fold_sync_x2_16_wb (GPUs 0,1)",
+    ]
+    assert hold("n", "plan").stdout == "wave n, 4 GPU(s): fold_sync_x2_16_wb (GPUs 0,1), fold_sep_x1_wb (GPUs 2,3)\n"
+    done = hold("l m n", "plan")
+    assert done.returncode == 2 and "run fold_sep_x1_wb fold_sync_x2_16_wb twice" in done.stderr
+    lm, n, e, y = dry_lines("l m"), dry_lines("n"), dry_lines("e"), dry_lines("Y")
+    assert lm["fold_sep_x1_wb"] == e["fold_sync_x1_wb"].replace(
+        "CUDA_VISIBLE_DEVICES=1 ", "CUDA_VISIBLE_DEVICES=0,1 "
+    ).replace("fold_sync_x1_wb", "fold_sep_x1_wb").replace("+mode=sync", "+mode=separate_async") + (
+        " trainer.v1.separate_async.parameter_sync_step=1 actor_rollout_ref.actor.ppo_mini_batch_size=16"
+    )
+    assert lm["fold_sync_x2_16_wb"] == y["fold_sync_x2_16"].replace("fold_sync_x2_16", "fold_sync_x2_16_wb") + (
+        " +trainer.v1.whole_batch_update=true"
+    )
+    assert n["fold_sync_x2_16_wb"] == lm["fold_sync_x2_16_wb"]
+    assert n["fold_sep_x1_wb"] == lm["fold_sep_x1_wb"].replace("CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=2,3")

@@ -138,6 +138,26 @@ def test_folding_under_separate_async_names_its_batch_rule() -> None:
     ]
 
 
+@pytest.mark.parametrize("gpus", [1, 2, 4])
+def test_folding_under_separate_async_fits_with_the_whole_batch_update(gpus: int) -> None:
+    """The recipe scripts/gpu/scale_hold.sh's fold_sep_x1_wb runs: one actor update a step (parameter_sync_step 1,
+    the mini-batch the whole batch of prompts), taken whole, so one AdamW step a training step as in the sync and
+    colocate_async presets, whatever rows the folded trajectories make."""
+    batch = 16 * gpus
+    cfg = compose_experiment(
+        "ledger_folding",
+        f"+gpus=x{gpus}",
+        "+mode=separate_async",
+        "+trainer.v1.whole_batch_update=true",
+        "trainer.v1.separate_async.parameter_sync_step=1",
+        f"actor_rollout_ref.actor.ppo_mini_batch_size={batch}",
+    )
+    assert cfg.data.train_batch_size == batch  # verl's own assert: parameter_sync_step x ppo_mini_batch_size
+    assert (cfg.trainer.n_gpus_per_node, cfg.actor_rollout_ref.rollout.n_gpus_per_node) == (gpus, 1)
+    assert check_composed(cfg, "ledger_folding") == []
+    validate_config(cfg, use_reference_policy=False, use_critic=False)
+
+
 @pytest.mark.parametrize(
     "experiment", ["gsm8k_ask_user", "gsm8k_code_verify", "gsm8k_learn", "long_workflow_15", "mcp_units_search"]
 )

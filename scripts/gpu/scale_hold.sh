@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i) or 2-GPU machine (I-N, P-S, U, b, c, g, h, j, k), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i, n) or 2-GPU machine (I-N, P-S, U, b, c, g, h, j-m), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -67,6 +67,10 @@
 #   A second seed of g's and h's whole-batch runs (data.seed=2, rollout.seed=43; docs/results/folding-whole-batch-h200x2
 #   ran seed 1): j (2 GPUs), side by side: fold_sync_x1_wb_s2 (GPU 0), fold_colo_x1_wb (GPU 1).   k (2 GPUs):
 #   fold_sync_x2_wb_s2.   WAVES="j k" on one machine.
+# Folding under separate_async (1 trainer GPU + 1 rollout GPU, the whole-batch update, one actor update a step) beside
+#   the synchronous trainer on the same 2 GPUs and the same 16 ledgers x 8 a step (its *_16 batch):
+#   l (2 GPUs): fold_sep_x1_wb.   m (2 GPUs): fold_sync_x2_16_wb.   WAVES="l m" on one machine.
+#   n (4 GPUs), side by side: fold_sync_x2_16_wb (GPUs 0-1), fold_sep_x1_wb (GPUs 2-3).
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
@@ -121,14 +125,17 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   i) echo fold_sync_x4_wb ;;
   j) echo fold_sync_x1_wb_s2 fold_colo_x1_wb ;;
   k) echo fold_sync_x2_wb_s2 ;;
-  *) echo "unknown wave $1 (A to Z, a to k)" >&2; exit 2 ;;
+  l) echo fold_sep_x1_wb ;;
+  m) echo fold_sync_x2_16_wb ;;
+  n) echo fold_sync_x2_16_wb fold_sep_x1_wb ;;
+  *) echo "unknown wave $1 (A to Z, a to n)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
   case $1 in
   sync_x4 | colo_x4 | fold_sync_x4 | fold_colo_x4 | fold_sync_x4_wb) echo 4 ;;
   sync_x2 | sync_x2_b | sync_x2_nd | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | fold_sync_x2_16 | \
-    fold_colo_x2_16 | verify_sep_x1 | fold_sync_x2_wb | fold_colo_x2_wb | fold_sync_x2_wb_s2) echo 2 ;;
+    fold_colo_x2_16 | verify_sep_x1 | fold_sync_x2_wb | fold_colo_x2_wb | fold_sync_x2_wb_s2 | fold_sep_x1_wb | fold_sync_x2_16_wb) echo 2 ;;
   *) echo 1 ;;
   esac
 }
@@ -210,6 +217,9 @@ verify() {  # NAME GPUS [overrides]: the code-verify workflow, gsm8k_learn's bat
 strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
 fold_strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=192)   # gpus/x1's batch
 whole=(+trainer.v1.whole_batch_update=true)   # pad to the ranks only; the whole batch one mini-batch
+# separate_async: one actor update a step on gpus/x1's 16 prompts (verl: train_batch_size = parameter_sync_step x
+# ppo_mini_batch_size), taken whole: one AdamW step a training step, as the sync and colocate_async folding runs
+fold_separate=(trainer.v1.separate_async.parameter_sync_step=1 actor_rollout_ref.actor.ppo_mini_batch_size=16)
 validated=("trainer.test_freq=$STEPS")
 seed2_unvalidated=(data.seed=2 actor_rollout_ref.rollout.seed=43)   # the folding runs validate nothing
 seed2=("${seed2_unvalidated[@]}" "${validated[@]}")
@@ -251,6 +261,8 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   fold_sync_x4_wb) fold fold_sync_x4_wb "$devices" +gpus=x4 +mode=sync "${whole[@]}" ;;
   fold_sync_x1_wb_s2) fold fold_sync_x1_wb_s2 "$devices" +gpus=x1 +mode=sync "${whole[@]}" "${seed2_unvalidated[@]}" ;;
   fold_sync_x2_wb_s2) fold fold_sync_x2_wb_s2 "$devices" +gpus=x2 +mode=sync "${whole[@]}" "${seed2_unvalidated[@]}" ;;
+  fold_sep_x1_wb) fold fold_sep_x1_wb "$devices" +gpus=x1 +mode=separate_async "${whole[@]}" "${fold_separate[@]}" ;;
+  fold_sync_x2_16_wb) fold fold_sync_x2_16_wb "$devices" +gpus=x2 +mode=sync "${fold_strong[@]}" "${whole[@]}" ;;
   fold_pad128) fold fold_pad128 "$devices" +gpus=x1 +mode=sync +trainer.v1.padding_row_tokens=128 ;;
   fold_pad2) fold fold_pad2 "$devices" +gpus=x1 +mode=sync ;;
   verify_sync_x1) verify verify_sync_x1 "$devices" +mode=sync ;;
