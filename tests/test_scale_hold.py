@@ -48,7 +48,7 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Q9", "status", "0")
-    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to n)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to p)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
@@ -203,3 +203,15 @@ def test_folding_under_separate_async_runs_beside_sync_on_the_same_gpus_and_batc
     )
     assert n["fold_sync_x2_16_wb"] == lm["fold_sync_x2_16_wb"]
     assert n["fold_sep_x1_wb"] == lm["fold_sep_x1_wb"].replace("CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=2,3")
+
+
+def test_colocate_async_folding_with_the_whole_batch_update_at_two_and_four_gpus() -> None:
+    """o and p are f's fold_colo_x2_wb alone and its 4-GPU preset: colocate_async's weak scaling at 1, 2 and 4 GPUs
+    (WAVES="f p" on a 4-GPU machine; o beside wave j's fold_colo_x1_wb on a 2-GPU one)."""
+    assert hold("f p", "plan").stdout.splitlines() == [
+        "wave f, 4 GPU(s): fold_colo_x1 (GPU 0), fold_colo_x1_wb (GPU 1), fold_colo_x2_wb (GPUs 2,3)",
+        "wave p, 4 GPU(s): fold_colo_x4_wb (GPUs 0,1,2,3)",
+    ]
+    f, o, p = dry_lines("f"), dry_lines("o"), dry_lines("p")
+    assert o["fold_colo_x2_wb"] == f["fold_colo_x2_wb"].replace("CUDA_VISIBLE_DEVICES=2,3", "CUDA_VISIBLE_DEVICES=0,1")
+    assert p["fold_colo_x4_wb"] == o["fold_colo_x2_wb"].replace("0,1", "0,1,2,3").replace("x2", "x4")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i, n) or 2-GPU machine (I-N, P-S, U, b, c, g, h, j-m), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i, n, p) or 2-GPU machine (I-N, P-S, U, b, c, g, h, j-m, o), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -64,6 +64,8 @@
 #   f (4 GPUs), side by side: fold_colo_x1, fold_colo_x1_wb, fold_colo_x2_wb.   WAVES="e f" on one machine.
 #   g (2 GPUs), side by side: fold_sync_x1, fold_sync_x1_wb.   h (2 GPUs): fold_sync_x2_wb.
 #   i (4 GPUs): fold_sync_x4_wb, after wave e on the same machine (weak scaling at 1, 2 and 4 GPUs): WAVES="e i".
+#   p (4 GPUs): fold_colo_x4_wb, after wave f, the same for colocate_async: WAVES="f p".
+#   o (2 GPUs): fold_colo_x2_wb alone (its 1-GPU twin fold_colo_x1_wb ran in wave j on the same kind of machine).
 #   A second seed of g's and h's whole-batch runs (data.seed=2, rollout.seed=43; docs/results/folding-whole-batch-h200x2
 #   ran seed 1): j (2 GPUs), side by side: fold_sync_x1_wb_s2 (GPU 0), fold_colo_x1_wb (GPU 1).   k (2 GPUs):
 #   fold_sync_x2_wb_s2.   WAVES="j k" on one machine.
@@ -128,12 +130,14 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   l) echo fold_sep_x1_wb ;;
   m) echo fold_sync_x2_16_wb ;;
   n) echo fold_sync_x2_16_wb fold_sep_x1_wb ;;
-  *) echo "unknown wave $1 (A to Z, a to n)" >&2; exit 2 ;;
+  o) echo fold_colo_x2_wb ;;
+  p) echo fold_colo_x4_wb ;;
+  *) echo "unknown wave $1 (A to Z, a to p)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
   case $1 in
-  sync_x4 | colo_x4 | fold_sync_x4 | fold_colo_x4 | fold_sync_x4_wb) echo 4 ;;
+  sync_x4 | colo_x4 | fold_sync_x4 | fold_colo_x4 | fold_sync_x4_wb | fold_colo_x4_wb) echo 4 ;;
   sync_x2 | sync_x2_b | sync_x2_nd | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | fold_sync_x2_16 | \
     fold_colo_x2_16 | verify_sep_x1 | fold_sync_x2_wb | fold_colo_x2_wb | fold_sync_x2_wb_s2 | fold_sep_x1_wb | fold_sync_x2_16_wb) echo 2 ;;
   *) echo 1 ;;
@@ -259,6 +263,7 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   fold_sync_x2_wb) fold fold_sync_x2_wb "$devices" +gpus=x2 +mode=sync "${whole[@]}" ;;
   fold_colo_x2_wb) fold fold_colo_x2_wb "$devices" +gpus=x2 +mode=colocate_async "${whole[@]}" ;;
   fold_sync_x4_wb) fold fold_sync_x4_wb "$devices" +gpus=x4 +mode=sync "${whole[@]}" ;;
+  fold_colo_x4_wb) fold fold_colo_x4_wb "$devices" +gpus=x4 +mode=colocate_async "${whole[@]}" ;;
   fold_sync_x1_wb_s2) fold fold_sync_x1_wb_s2 "$devices" +gpus=x1 +mode=sync "${whole[@]}" "${seed2_unvalidated[@]}" ;;
   fold_sync_x2_wb_s2) fold fold_sync_x2_wb_s2 "$devices" +gpus=x2 +mode=sync "${whole[@]}" "${seed2_unvalidated[@]}" ;;
   fold_sep_x1_wb) fold fold_sep_x1_wb "$devices" +gpus=x1 +mode=separate_async "${whole[@]}" "${fold_separate[@]}" ;;
