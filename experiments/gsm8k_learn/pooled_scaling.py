@@ -55,13 +55,19 @@ def rates(group: dict[str, float]) -> tuple[float, float, float]:
     )
 
 
+def speedup(scaled: dict[str, float], base: dict[str, float]) -> tuple[float, float]:
+    """The scaled group's trajectories a second and tokens a second over the base group's."""
+    (traj, tokens, _), (base_traj, base_tokens, _) = rates(scaled), rates(base)
+    return traj / base_traj, tokens / base_tokens
+
+
 def table(base: dict[str, dict[str, float]], scaled: dict[str, dict[str, float]]) -> str:
     lines = [
         "| runs | GPUs | steps | traj/s | tokens/s | tokens a trajectory |",
         "|---|---|---|---|---|---|",
     ]
-    rows = list(base.items()) + list(scaled.items())
-    rows += [("base, pooled", pooled(list(base.values()))), ("scaled, pooled", pooled(list(scaled.values())))]
+    base_pooled, scaled_pooled = pooled(list(base.values())), pooled(list(scaled.values()))
+    rows = [*base.items(), *scaled.items(), ("base, pooled", base_pooled), ("scaled, pooled", scaled_pooled)]
     for name, group in rows:
         traj, tokens, per = rates(group)
         lines.append(
@@ -70,10 +76,10 @@ def table(base: dict[str, dict[str, float]], scaled: dict[str, dict[str, float]]
     lines += ["", "| scaled over base | trajectories/s | tokens/s |", "|---|---|---|"]
     pairs = list(zip(base, scaled, strict=True)) if len(base) == len(scaled) else []
     for one, other in pairs:
-        ratio = [a / b for a, b in zip(rates(scaled[other])[:2], rates(base[one])[:2], strict=True)]
-        lines.append(f"| {other} / {one} | {ratio[0]:.3f} | {ratio[1]:.3f} |")
-    both = [a / b for a, b in zip(rates(rows[-1][1])[:2], rates(rows[-2][1])[:2], strict=True)]
-    lines.append(f"| pooled | **{both[0]:.3f}** | **{both[1]:.3f}** |")
+        traj, tokens = speedup(scaled[other], base[one])
+        lines.append(f"| {other} / {one} | {traj:.3f} | {tokens:.3f} |")
+    traj, tokens = speedup(scaled_pooled, base_pooled)
+    lines.append(f"| pooled | **{traj:.3f}** | **{tokens:.3f}** |")
     return "\n".join(lines) + "\n"
 
 
