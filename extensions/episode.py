@@ -33,6 +33,7 @@ from extensions.records_schema import COUNTS, Extras, Reason, TurnRecord
 from extensions.rewards.settings import RewardSettings
 from extensions.rewards.turns import step_rewards
 from extensions.thinking import token_thinking_spans
+from extensions.time_budget import time_left
 from extensions.tool_session import ToolSession, select_tools
 
 logger = logging.getLogger(__name__)
@@ -173,6 +174,7 @@ async def open_episode(
         concurrency=settings.tool_concurrency,
         default_concurrency=settings.default_tool_concurrency,
         owner=agent_name,
+        time_left=time_left(episode, settings.max_trajectory_s),
     )
     await start_interaction(
         episode,

@@ -17,7 +17,8 @@ and any logger the user enables (W&B, tensorboard, mlflow):
                                             that say ``num_segments``)
     longflow/summary_tokens/mean            tokens of each fold's summary
     longflow/folds/<trigger>                folds per trajectory by trigger (context, budget, tool)
-    longflow/rollout/wall_s/mean, /max      a trajectory's wall time, start to last output
+    longflow/rollout/wall_s/mean, /p50, /p90, /max
+                                            a trajectory's wall time, start to last output (p: nearest rank)
     longflow/rollout/span_s                 the batch's first start to its last finish (sync: real generation time)
     longflow/rollout/take_lag_s             the last finish to the trainer taking the batch (v1 replay buffer poll)
     longflow/rollout/slowest/tool_s, /generate_s, /user_s, /generated_tokens, /assistant_turns
@@ -36,6 +37,7 @@ last segment, which carries the whole trajectory's counts and reason.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -93,7 +95,7 @@ def rollout_timing(
 ) -> dict[str, float]:
     """Wall-clock figures of a batch from its rows' ``started_at`` / ``finished_at`` (every segment's row).
 
-    ``rollout/wall_s/mean``, ``/max``: a trajectory's time from start to its last output; ``rollout/span_s``:
+    ``rollout/wall_s/mean``, ``/p50``, ``/p90`` (nearest rank), ``/max``: a trajectory's time from start to its last output; ``rollout/span_s``:
     the first start to the last finish (in a synchronous step: the real generation time, to set beside
     verl's ``timing_s/gen``); ``rollout/take_lag_s``: the last finish to ``sampled_at``, how long the trainer
     took to notice (verl's 2 s poll makes it up to 2 s); ``rollout/slowest/...``: what the slowest trajectory
@@ -112,6 +114,8 @@ def rollout_timing(
     slowest = max(trajectories, key=lambda start: trajectories[start] - start)
     metrics = {
         f"{prefix}rollout/wall_s/mean": _mean(walls),
+        f"{prefix}rollout/wall_s/p50": nearest_rank(walls, 0.5),
+        f"{prefix}rollout/wall_s/p90": nearest_rank(walls, 0.9),
         f"{prefix}rollout/wall_s/max": max(walls),
         f"{prefix}rollout/span_s": last - min(trajectories),
     }
@@ -120,6 +124,12 @@ def rollout_timing(
     if sampled_at is not None:
         metrics[f"{prefix}rollout/take_lag_s"] = sampled_at - last
     return metrics
+
+
+def nearest_rank(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` by nearest rank: the smallest value with at least ``q`` of them at or below."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
 
 
 def time_split(turns: Sequence[Mapping[str, Any]]) -> dict[str, float]:

@@ -5,7 +5,8 @@ timeout and no concurrency control. A ``ToolSession`` instead:
 
 1. creates one instance per tool per trajectory, on first use, with the sample's
    ``tools_kwargs[<tool>].create_kwargs``, and releases all of them in ``close()``;
-2. cancels a call after ``timeout_s`` and tells the model so;
+2. cancels a call after ``timeout_s``, or when the trajectory's ``max_trajectory_s`` runs out, and tells the
+   model so;
 3. caps how many calls of each tool run at once, per loop entry and event loop;
 4. checks arguments against the tool's JSON schema before calling, so the model is told
    exactly which argument was missing, unknown or of the wrong type.
@@ -23,6 +24,7 @@ import json
 import logging
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,7 +55,8 @@ class ToolOutcome:
     reward: float | None = None
     latency_s: float = 0.0
     error: str | None = None
-    """None when the tool ran; else unknown_tool, bad_arguments, timeout, exception, limit, or the raised error's ``kind``."""
+    """None when the tool ran; else unknown_tool, bad_arguments, timeout (also: cut at the trajectory's time budget),
+    time_budget (not run: the budget had run out), exception, limit, or the raised error's ``kind``."""
     metrics: dict[str, Any] | None = None
     """The tool's own metrics (``python_exec``: exit_code, timed_out, killed_reason, duration_s)."""
 
@@ -158,6 +161,7 @@ class ToolSession:
         concurrency: dict[str, int],
         default_concurrency: int,
         owner: str = "",
+        time_left: Callable[[], float] | None = None,
     ):
         self.tools = tools
         self.tools_kwargs = tools_kwargs or {}
@@ -166,6 +170,8 @@ class ToolSession:
         self.default_concurrency = default_concurrency
         self.owner = owner
         """The loop entry whose caps these are; entries never share a semaphore."""
+        self.time_left = time_left
+        """Seconds left of the trajectory's ``max_trajectory_s`` (``time_budget.time_left``); None: no bound."""
         self.instances: dict[str, str] = {}
         self._creating: dict[str, asyncio.Lock] = {}
 
@@ -192,12 +198,20 @@ class ToolSession:
             return ToolOutcome(name, arguments, problem, error="bad_arguments")
         limit = self.concurrency.get(name, self.default_concurrency)
         async with tool_semaphore(self.owner, name, limit):
+            left = None if self.time_left is None else self.time_left()
+            if left is not None and left <= 0:
+                text = f"Tool '{name}' was not run: the trajectory's time budget (max_trajectory_s) ran out."
+                return ToolOutcome(name, arguments, text, error="time_budget")
+            budget_first = left is not None and left < self.timeout_s
             try:
                 response, reward, metrics = await asyncio.wait_for(
-                    self._execute(tool, parsed, agent_data), timeout=self.timeout_s
+                    self._execute(tool, parsed, agent_data), timeout=left if budget_first else self.timeout_s
                 )
             except asyncio.TimeoutError:
-                text = f"Tool '{name}' timed out after {self.timeout_s:g} s and was cancelled."
+                if budget_first:
+                    text = f"Tool '{name}' was cancelled: the trajectory's time budget (max_trajectory_s) ran out."
+                else:
+                    text = f"Tool '{name}' timed out after {self.timeout_s:g} s and was cancelled."
                 return ToolOutcome(name, arguments, text, error="timeout")
             except Exception as exc:  # a tool bug is the model's observation, not a crash
                 logger.warning("tool %s raised %s: %s", name, type(exc).__name__, exc)

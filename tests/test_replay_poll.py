@@ -17,7 +17,7 @@ import pytest
 from omegaconf import OmegaConf
 from verl.trainer.ppo.v1 import replay_buffer, trainer_base
 
-from extensions.metrics import longflow_metrics, rollout_timing, time_split
+from extensions.metrics import longflow_metrics, nearest_rank, rollout_timing, time_split
 from extensions.verl_compat import installed_trainer_hooks, last_sample_returned_at, poll_interval
 from tests.conftest import compose_experiment
 
@@ -172,6 +172,8 @@ ROWS = [  # two trajectories; the second folded into two segments (each row carr
 def test_rollout_timing_is_per_trajectory_and_batch() -> None:
     assert rollout_timing(ROWS, sampled_at=109.75) == {
         "longflow/rollout/wall_s/mean": 6.0,  # (3.0 + 9.0) / 2
+        "longflow/rollout/wall_s/p50": 3.0,
+        "longflow/rollout/wall_s/p90": 9.0,
         "longflow/rollout/wall_s/max": 9.0,
         "longflow/rollout/span_s": 9.5,  # 100.0 -> 109.5
         "longflow/rollout/take_lag_s": 0.25,
@@ -184,6 +186,16 @@ def test_rollout_timing_is_per_trajectory_and_batch() -> None:
     }
     assert "longflow/rollout/take_lag_s" not in rollout_timing(ROWS)
     assert rollout_timing([]) == {}
+
+
+def test_wall_time_quantiles_are_nearest_rank() -> None:
+    walls = [float(s) for s in (7, 1, 10, 3, 2, 9, 4, 6, 5, 8)]
+    assert (nearest_rank(walls, 0.5), nearest_rank(walls, 0.9), nearest_rank(walls, 0.91)) == (5.0, 9.0, 10.0)
+    assert nearest_rank([4.0], 0.5) == nearest_rank([4.0], 0.9) == 4.0
+    # a trajectory is known by its start time: ten starts, one a second
+    rows = [{"started_at": 100.0 + i, "finished_at": 100.0 + i + wall, "turns": []} for i, wall in enumerate(walls)]
+    figures = rollout_timing(rows)
+    assert (figures["longflow/rollout/wall_s/p50"], figures["longflow/rollout/wall_s/p90"]) == (5.0, 9.0)
 
 
 def test_time_split_without_latencies_counts_tokens_only() -> None:

@@ -48,7 +48,7 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Q9", "status", "0")
-    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to p)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to s)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
@@ -215,3 +215,30 @@ def test_colocate_async_folding_with_the_whole_batch_update_at_two_and_four_gpus
     f, o, p = dry_lines("f"), dry_lines("o"), dry_lines("p")
     assert o["fold_colo_x2_wb"] == f["fold_colo_x2_wb"].replace("CUDA_VISIBLE_DEVICES=2,3", "CUDA_VISIBLE_DEVICES=0,1")
     assert p["fold_colo_x4_wb"] == o["fold_colo_x2_wb"].replace("0,1", "0,1,2,3").replace("x2", "x4")
+
+
+def test_the_time_bound_run_differs_from_its_control_only_in_the_agent_loop_yaml() -> None:
+    """q/r (a 1-GPU machine) and s (2 GPUs): sync_x1_dump is I's sync_x1_b with its training rollouts dumped;
+    sync_x1_bound8 is the same with agent_loops_time_bound.yaml, which is agent_loops.yaml plus max_trajectory_s."""
+    assert hold("q r", "plan").stdout.splitlines() == [
+        "wave q, 1 GPU(s): sync_x1_dump (GPU 0)",
+        "wave r, 1 GPU(s): sync_x1_bound8 (GPU 0)",
+    ]
+    assert hold("s", "plan").stdout == "wave s, 2 GPU(s): sync_x1_dump (GPU 0), sync_x1_bound8 (GPU 1)\n"
+    qr, s, i = dry_lines("q r"), dry_lines("s"), dry_lines("I")
+    assert qr["sync_x1_dump"] == i["sync_x1_b"].replace("sync_x1_b", "sync_x1_dump") + (
+        " trainer.rollout_data_dir=/tmp/runs/sync_x1_dump/rollouts"
+    )
+    assert qr["sync_x1_bound8"] == qr["sync_x1_dump"].replace("sync_x1_dump", "sync_x1_bound8") + (
+        " actor_rollout_ref.rollout.agent.agent_loop_config_path="
+        "/tmp/runs/sync_x1_bound8/src/experiments/gsm8k_learn/agent_loops_time_bound.yaml"
+    )
+    assert s["sync_x1_dump"] == qr["sync_x1_dump"]
+    assert s["sync_x1_bound8"] == qr["sync_x1_bound8"].replace("CUDA_VISIBLE_DEVICES=0", "CUDA_VISIBLE_DEVICES=1")
+
+    def entries(name: str) -> list[dict]:
+        return yaml.safe_load((ROOT / "experiments/gsm8k_learn" / name).read_text())
+
+    (bounded,), (plain,) = entries("agent_loops_time_bound.yaml"), entries("agent_loops.yaml")
+    assert bounded.pop("max_trajectory_s") == 8.0
+    assert bounded == plain

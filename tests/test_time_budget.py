@@ -45,10 +45,10 @@ def _reset_tools():
 async def test_a_trajectory_past_its_time_ends_before_the_next_generation(worker, tokenizer, monkeypatch):
     loop = register_loop("tb_tools", max_trajectory_s=10.0)
     script = {"TB-tools": [tool_call("echo", text="hi"), "Never asked for: #### 4"]}
-    read = scripted_clock(monkeypatch, [0.0, 0.0, 20.0])  # turn 1, its tool round, then turn 2 is 20 s late
+    read = scripted_clock(monkeypatch, [0.0, 0.0, 0.0, 20.0])  # turn 1, its tool round, the call, then turn 2 late
     row = Row(await run_batch(worker, script, [sample("TB-tools", loop)]), 0)
     extras = row.extras
-    assert read == [0.0, 0.0, 20.0]
+    assert read == [0.0, 0.0, 0.0, 20.0]
     assert extras["termination_reason"] == "time_budget"
     assert re.fullmatch(r"the trajectory ran 20\.\d s; max_trajectory_s is 10", extras["error"])
     assert [t["role"] for t in extras["turns"]] == ["assistant", "tool"]
@@ -66,6 +66,40 @@ async def test_a_tool_round_past_the_time_is_not_run(worker, monkeypatch):
     assert [t["role"] for t in row.extras["turns"]] == ["assistant"]
     assert [event for event in tracked.LIFECYCLE if event[0] == "execute"] == []
     assert row.extras["num_executed_calls"] == 0
+
+
+async def test_a_tool_call_is_cancelled_when_the_time_runs_out(worker):
+    """The real clock: the call would hang for an hour (and tool_timeout_s is 30 s); the bound cuts it at 2 s."""
+    loop = register_loop("tb_cut", max_trajectory_s=2.0)
+    script = {"TB-cut": [tool_call("echo", text="hang"), "Never asked for: #### 4"]}
+    started = time.perf_counter()
+    row = Row(await run_batch(worker, script, [sample("TB-cut", loop)]), 0)
+    assert time.perf_counter() - started < 10.0
+    extras = row.extras
+    assert extras["termination_reason"] == "time_budget"
+    assert re.fullmatch(r"the trajectory ran 2\.\d+ s; max_trajectory_s is 2", extras["error"])
+    assert [t["role"] for t in extras["turns"]] == ["assistant", "tool"]
+    (call,) = extras["turns"][1]["tool_calls"]
+    assert (call["error"], call["executed"], call["succeeded"]) == ("timeout", True, False)
+    assert call["result"] == "Tool 'echo' was cancelled: the trajectory's time budget (max_trajectory_s) ran out."
+    assert 1.0 < call["latency_s"] < 2.5  # the time left when it started (2 s less the first reply), not 30 s
+    assert [event[0] for event in tracked.LIFECYCLE if event[0] == "execute"] == ["execute"]
+
+
+async def test_a_call_that_would_start_past_the_time_is_not_run(worker, monkeypatch):
+    loop = register_loop("tb_late_call", max_trajectory_s=10.0)
+    script = {"TB-late-call": [tool_call("echo", text="hi"), "Never asked for: #### 4"]}
+    read = scripted_clock(monkeypatch, [0.0, 0.0, 10.5])  # the round starts in time; its call would not
+    row = Row(await run_batch(worker, script, [sample("TB-late-call", loop)]), 0)
+    assert read == [0.0, 0.0, 10.5, 10.5]
+    extras = row.extras
+    assert extras["termination_reason"] == "time_budget"
+    assert [t["role"] for t in extras["turns"]] == ["assistant", "tool"]
+    (call,) = extras["turns"][1]["tool_calls"]
+    assert (call["error"], call["executed"]) == ("time_budget", False)
+    assert call["result"] == "Tool 'echo' was not run: the trajectory's time budget (max_trajectory_s) ran out."
+    assert [event for event in tracked.LIFECYCLE if event[0] == "execute"] == []
+    assert extras["num_executed_calls"] == 0
 
 
 async def test_without_a_bound_the_clock_is_never_read(worker, monkeypatch):
@@ -93,9 +127,9 @@ async def test_a_code_fence_turn_stops_after_the_block_that_ran_past_the_time(fe
     loop = register_loop("tb_fence", tool_parser="code_fence", max_trajectory_s=10.0, interaction_config_path=None)
     first = "Tickets cost 6 each; 7 people.\n```python\nprint(6 * 7)\n```\n"
     script = {"TB-fence": [first, "So the total is 42.\n#### 42"]}
-    read = scripted_clock(monkeypatch, [0.0, 11.0])  # the turn starts in time; after the block it is over
+    read = scripted_clock(monkeypatch, [0.0, 0.0, 11.0])  # the turn and its block start in time; after it, over
     row = Row(await run_batch(fence_worker, script, [sample("TB-fence", loop)]), 0)
-    assert read == [0.0, 11.0]
+    assert read == [0.0, 0.0, 11.0]
     out = output_block("42", after=first)
     expected = [(tok.encode(first, add_special_tokens=False), 1), (tok.encode(out, add_special_tokens=False), 0)]
     assert row.response_ids == [t for ids, _ in expected for t in ids]

@@ -25,7 +25,7 @@ class ToolCallRecord(BaseModel):
     result: str | None = None
     """The tool's text result before any truncation (None if the call never ran)."""
     error: str | None = None
-    """None, or unknown_tool / bad_arguments / timeout / exception."""
+    """None, or unknown_tool / bad_arguments / timeout / time_budget / exception."""
     latency_s: float = 0.0
     """Wall time of the call."""
     reward: float | None = None

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i, n, p) or 2-GPU machine (I-N, P-S, U, b, c, g, h, j-m, o), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i, n, p), 2-GPU (I-N, P-S, U, b, c, g, h, j-m, o, s) or 1-GPU machine (q, r), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -73,6 +73,11 @@
 #   the synchronous trainer on the same 2 GPUs and the same 16 ledgers x 8 a step (its *_16 batch):
 #   l (2 GPUs): fold_sep_x1_wb.   m (2 GPUs): fold_sync_x2_16_wb.   WAVES="l m" on one machine.
 #   n (4 GPUs), side by side: fold_sync_x2_16_wb (GPUs 0-1), fold_sep_x1_wb (GPUs 2-3).
+# What bounds the synchronous tail: the long-tail sync run on 1 GPU (I's sync_x1_b, STEPS steps) with its training
+#   rollouts dumped (trainer.rollout_data_dir: each trajectory's reason and score), without and with an 8-s bound on
+#   each trajectory (max_trajectory_s: agent_loops_time_bound.yaml; tool calls cancelled at the bound):
+#   q (1 GPU): sync_x1_dump.   r (1 GPU): sync_x1_bound8.   WAVES="q r" on a 1-GPU machine.
+#   s (2 GPUs), side by side: sync_x1_dump (GPU 0), sync_x1_bound8 (GPU 1).
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
@@ -132,7 +137,10 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   n) echo fold_sync_x2_16_wb fold_sep_x1_wb ;;
   o) echo fold_colo_x2_wb ;;
   p) echo fold_colo_x4_wb ;;
-  *) echo "unknown wave $1 (A to Z, a to p)" >&2; exit 2 ;;
+  q) echo sync_x1_dump ;;
+  r) echo sync_x1_bound8 ;;
+  s) echo sync_x1_dump sync_x1_bound8 ;;
+  *) echo "unknown wave $1 (A to Z, a to s)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
@@ -218,6 +226,7 @@ verify() {  # NAME GPUS [overrides]: the code-verify workflow, gsm8k_learn's bat
     +ray_kwargs.ray_init.include_dashboard=false data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 \
     actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.agent.num_workers=4 "$@"
 }
+dumped() { echo "trainer.rollout_data_dir=/tmp/runs/$1/rollouts"; }   # RUN: its training rollouts, a file a step
 strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
 fold_strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=192)   # gpus/x1's batch
 whole=(+trainer.v1.whole_batch_update=true)   # pad to the ranks only; the whole batch one mini-batch
@@ -237,6 +246,9 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   sync_x1_b) train sync_x1_b "$devices" +gpus=x1 +mode=sync trainer.test_freq=-1 ;;
   colo_x1_b) train colo_x1_b "$devices" +gpus=x1 +mode=colocate_async trainer.test_freq=-1 ;;
   sync_x1_nd) train sync_x1_nd "$devices" +gpus=x1 +mode=sync trainer.test_freq=-1 ;;
+  sync_x1_dump) train sync_x1_dump "$devices" +gpus=x1 +mode=sync trainer.test_freq=-1 "$(dumped sync_x1_dump)" ;;
+  sync_x1_bound8) train sync_x1_bound8 "$devices" +gpus=x1 +mode=sync trainer.test_freq=-1 "$(dumped sync_x1_bound8)" \
+    "actor_rollout_ref.rollout.agent.agent_loop_config_path=/tmp/runs/sync_x1_bound8/src/experiments/gsm8k_learn/agent_loops_time_bound.yaml" ;;
   sync_x2 | sync_x2_b | sync_x2_nd) train "$1" "$devices" +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
   sync_x4) train sync_x4 "$devices" +gpus=x4 +mode=sync trainer.test_freq=-1 ;;
   sync_x1_s2) train sync_x1_s2 "$devices" +gpus=x1 +mode=sync "${seed2[@]}" ;;
