@@ -184,6 +184,39 @@ def test_the_tail_table_says_what_the_slowest_trajectory_spent_its_time_on(tmp_p
     assert lines[4:] == ["", report.TAIL_NOTE.strip()]
 
 
+def test_the_tail_table_adds_quantiles_the_time_bound_and_the_score_where_a_run_logged_them(tmp_path: Path) -> None:
+    def timed(wall: tuple[float, float, float], bounded: float | None, score: float) -> dict[str, float]:
+        figures = step(20, 10, 9.9, 0.05, 900) | {
+            "longflow/rollout/wall_s/max": wall[2],
+            "longflow/rollout/wall_s/mean": 3.0,
+            "longflow/rollout/wall_s/p50": wall[0],
+            "longflow/rollout/wall_s/p90": wall[1],
+            "critic/score/mean": score,
+            **{f"longflow/rollout/slowest/{key}": 1.0 for key in ("tool_s", "generate_s", "user_s")},
+            "longflow/rollout/slowest/generated_tokens": 200.0,
+            "longflow/rollout/slowest/assistant_turns": 2.0,
+        }
+        return figures | ({} if bounded is None else {"longflow/termination/time_budget": bounded})
+
+    free = [timed((9, 9, 9), 0.0, 0.0), timed((2.0, 6.0, 15.0), 0.0, 0.5), timed((2.5, 7.0, 19.0), 0.0, 0.25)]
+    bound = [timed((9, 9, 9), 0.5, 0.0), timed((2.0, 5.0, 8.5), 0.0625, 0.25), timed((2.5, 6.0, 9.5), 0.125, 0.5)]
+    write_run(tmp_path, "free", "+gpus=x1 +mode=sync", free)
+    write_run(tmp_path, "bound", "+gpus=x1 +mode=sync", bound)
+    write_run(tmp_path, "older", "+gpus=x1 +mode=sync", [timed((9, 9, 9), None, 0.0)] * 2)
+    assert report.main([str(tmp_path), "free", "bound", "older", "--no-plots"]) == 0
+    lines = (tmp_path / "tail.md").read_text().splitlines()
+    assert lines[0] == (
+        "| run | GPUs | mode | slowest s | mean s | p50 s | p90 s | tool time in | tool s | generate s | user s | tokens "
+        "| turns | ended by time bound | score |"
+    )
+    assert lines[1] == "|---" * 15 + "|"
+    assert lines[2:5] == [  # steps 2-3: medians of the seconds, means of the share and the score
+        "| free | 1 | sync | 17.0 | 3.0 | 2.2 | 6.5 | 2 of 2 steps | 1.0 | 1.0 | 1.0 | 200 | 2 | 0.0 % | 0.375 |",
+        "| bound | 1 | sync | 9.0 | 3.0 | 2.2 | 5.5 | 2 of 2 steps | 1.0 | 1.0 | 1.0 | 200 | 2 | 9.4 % | 0.375 |",
+        "| older | 1 | sync | 9.0 | 3.0 | 9.0 | 9.0 | 1 of 1 steps | 1.0 | 1.0 | 1.0 | 200 | 2 | - | 0.000 |",
+    ]
+
+
 def test_the_balance_batch_seconds_are_a_column_only_where_a_run_logged_them(tmp_path: Path) -> None:
     timed = [step(60, 10, 9.9, 0.05, 100) | {"timing_s/balance_batch": 0.5}, step(16, 12, 11.9, 0.06, 1000)]
     timed[1]["timing_s/balance_batch"] = 0.25

@@ -59,6 +59,12 @@ PHASES = ("gen_s", "old_log_prob_s", "update_actor_s", "update_weights_s")
 # Logged by newer packs only: a column (and a phase) where some run has it, absent otherwise, so that results made
 # before it regenerate unchanged. verl has no timer on _balance_batch; the pack's is timing_s/balance_batch.
 OPTIONAL = {"balance_batch_s": "timing_s/balance_batch"}
+# The same for tail.md: the trajectories' wall-time quantiles and the share a time bound ended (max_trajectory_s)
+OPTIONAL_TAIL = {
+    "wall_p50_s": "longflow/rollout/wall_s/p50",
+    "wall_p90_s": "longflow/rollout/wall_s/p90",
+    "time_budget": "longflow/termination/time_budget",
+}
 SUMMARY = ("step_s", "gen_s", "span_s", "take_lag_s", "update_actor_s", "trajectories_per_s", "tokens_per_s")
 
 
@@ -103,7 +109,7 @@ def read_steps(run_dir: Path, drop_validated_lag: bool = False) -> list[dict[str
         }
         row |= {k: setup[k] for k in ("gpus", "mode", "prompts")}
         row |= {name: data.get(key) for name, key in COLUMNS.items()}
-        row |= {name: data[key] for name, key in OPTIONAL.items() if key in data}
+        row |= {name: data[key] for name, key in (OPTIONAL | OPTIONAL_TAIL).items() if key in data}
         validated = setup["test_freq"] > 0 and (row["step"] % setup["test_freq"] == 0 or row["step"] == setup["steps"])
         if drop_validated_lag and validated:
             row["take_lag_s"] = None
@@ -191,10 +197,15 @@ TAIL_NOTE = (
 
 def tail_markdown(runs: dict[str, list[dict[str, object]]], first: int) -> str:
     """What each run's slowest trajectory spent its time on (``longflow/rollout/slowest/*``), medians over the steps
-    from ``first``; runs that did not log the rollout's timing are left out."""
+    from ``first``; runs that did not log the rollout's timing are left out. Where some run logged the wall-time
+    quantiles, they follow the mean, and the share of trajectories a time bound ended and the mean score close it."""
+    quantiles = any("wall_p90_s" in r for steps in runs.values() for r in steps)
+    extra_head = " p50 s | p90 s |" if quantiles else ""
+    extra_tail = " ended by time bound | score |" if quantiles else ""
+    columns = 11 + (4 if quantiles else 0)
     head = (
-        "| run | GPUs | mode | slowest s | mean s | tool time in | tool s | generate s | user s | tokens | turns |\n"
-        "|---|---|---|---|---|---|---|---|---|---|---|\n"
+        f"| run | GPUs | mode | slowest s | mean s |{extra_head} tool time in | tool s | generate s | user s | tokens "
+        f"| turns |{extra_tail}\n" + "|---" * columns + "|\n"
     )
     rows = []
     for name, steps in runs.items():
@@ -204,13 +215,29 @@ def tail_markdown(runs: dict[str, list[dict[str, object]]], first: int) -> str:
         tools = [float(r["slowest_tool_s"]) for r in kept if r.get("slowest_tool_s") is not None]
         with_tools = f"{sum(t > 0 for t in tools)} of {len(tools)} steps" if tools else "-"
         seconds = [cell(median(kept, key), ".1f") for key in ("wall_max_s", "wall_mean_s")]
+        if quantiles:
+            seconds += [cell(median(kept, key), ".1f") for key in ("wall_p50_s", "wall_p90_s")]
         seconds += [with_tools] + [
             cell(median(kept, f"slowest_{key}_s"), ".1f") for key in ("tool", "generate", "user")
         ]
         counts = [cell(median(kept, f"slowest_{key}"), ".0f") for key in ("generated_tokens", "assistant_turns")]
+        if quantiles:
+            counts += [share(kept, "time_budget"), cell(mean(kept, "score"), ".3f")]
         figures = seconds + counts
         rows.append(f"| {name} | {kept[0]['gpus']} | {kept[0]['mode']} | " + " | ".join(figures) + " |")
     return head + "\n".join(rows) + "\n\n" + TAIL_NOTE if rows else ""
+
+
+def mean(rows: list[dict[str, object]], key: str) -> float | None:
+    values = [float(r[key]) for r in rows if r.get(key) is not None]
+    return statistics.mean(values) if values else None
+
+
+def share(rows: list[dict[str, object]], key: str) -> str:
+    """A per-step fraction over all the steps (each step has the same trajectories) as a percentage; ``-`` where
+    the run logged it in no step (a pack from before the reason)."""
+    value = mean(rows, key)
+    return "-" if value is None else f"{100 * value:.1f} %"
 
 
 def plot(
