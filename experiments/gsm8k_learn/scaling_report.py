@@ -109,7 +109,9 @@ def read_steps(run_dir: Path, drop_validated_lag: bool = False) -> list[dict[str
         }
         row |= {k: setup[k] for k in ("gpus", "mode", "prompts")}
         row |= {name: data.get(key) for name, key in COLUMNS.items()}
-        row |= {name: data[key] for name, key in (OPTIONAL | OPTIONAL_TAIL).items() if key in data}
+        row |= {name: data[key] for name, key in OPTIONAL.items() if key in data}
+        if OPTIONAL_TAIL["wall_p90_s"] in data:  # a pack with the quantiles (older ones logged time_budget alone)
+            row |= {name: data.get(key) for name, key in OPTIONAL_TAIL.items()}
         validated = setup["test_freq"] > 0 and (row["step"] % setup["test_freq"] == 0 or row["step"] == setup["steps"])
         if drop_validated_lag and validated:
             row["take_lag_s"] = None
