@@ -48,7 +48,7 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Q9", "status", "0")
-    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to s)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to t)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
@@ -242,3 +242,16 @@ def test_the_time_bound_run_differs_from_its_control_only_in_the_agent_loop_yaml
     (bounded,), (plain,) = entries("agent_loops_time_bound.yaml"), entries("agent_loops.yaml")
     assert bounded.pop("max_trajectory_s") == 8.0
     assert bounded == plain
+
+
+def test_the_gathered_update_differs_from_its_twin_only_in_two_fsdp_settings() -> None:
+    """t is h's fold_sync_x2_wb with one gradient reduce-scatter a step and no re-gather for the backward."""
+    assert hold("h t", "plan").stdout.splitlines() == [
+        "wave h, 2 GPU(s): fold_sync_x2_wb (GPUs 0,1)",
+        "wave t, 2 GPU(s): fold_sync_x2_wb_ns (GPUs 0,1)",
+    ]
+    ht = dry_lines("h t")
+    assert ht["fold_sync_x2_wb_ns"] == ht["fold_sync_x2_wb"].replace("fold_sync_x2_wb", "fold_sync_x2_wb_ns") + (
+        " actor_rollout_ref.actor.fsdp_config.use_no_sync_for_gradient_accumulation=true"
+        " actor_rollout_ref.actor.fsdp_config.reshard_after_forward=false"
+    )

@@ -158,6 +158,29 @@ def test_folding_under_separate_async_fits_with_the_whole_batch_update(gpus: int
     validate_config(cfg, use_reference_policy=False, use_critic=False)
 
 
+def test_the_gathered_fsdp_update_validates_and_reaches_the_engine_config() -> None:
+    """scale_hold.sh's fold_sync_x2_wb_ns: verl's FSDP engine reads both settings from the actor's fsdp_config
+    (FSDPEngine._gradient_sync_context, get_sharding_strategy), whose fsdp.yaml defaults are false and true."""
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import FSDPEngineConfig
+
+    default = compose_experiment("ledger_folding", "+gpus=x2", "+mode=sync", "+trainer.v1.whole_batch_update=true")
+    cfg = compose_experiment(
+        "ledger_folding",
+        "+gpus=x2",
+        "+mode=sync",
+        "+trainer.v1.whole_batch_update=true",
+        "actor_rollout_ref.actor.fsdp_config.use_no_sync_for_gradient_accumulation=true",
+        "actor_rollout_ref.actor.fsdp_config.reshard_after_forward=false",
+    )
+    assert check_composed(cfg, "ledger_folding") == []
+    validate_config(cfg, use_reference_policy=False, use_critic=False)
+    settings = ("use_no_sync_for_gradient_accumulation", "reshard_after_forward")
+    engines = [omega_conf_to_dataclass(c.actor_rollout_ref.actor.fsdp_config) for c in (default, cfg)]
+    assert all(isinstance(engine, FSDPEngineConfig) for engine in engines)
+    assert [tuple(getattr(engine, key) for key in settings) for engine in engines] == [(False, True), (True, False)]
+
+
 @pytest.mark.parametrize(
     "experiment", ["gsm8k_ask_user", "gsm8k_code_verify", "gsm8k_learn", "long_workflow_15", "mcp_units_search"]
 )

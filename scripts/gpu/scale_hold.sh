@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i, n, p), 2-GPU (I-N, P-S, U, b, c, g, h, j-m, o, s) or 1-GPU machine (q, r), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i, n, p), 2-GPU (I-N, P-S, U, b, c, g, h, j-m, o, s, t) or 1-GPU machine (q, r), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -78,6 +78,12 @@
 #   each trajectory (max_trajectory_s: agent_loops_time_bound.yaml; tool calls cancelled at the bound):
 #   q (1 GPU): sync_x1_dump.   r (1 GPU): sync_x1_bound8.   WAVES="q r" on a 1-GPU machine.
 #   s (2 GPUs), side by side: sync_x1_dump (GPU 0), sync_x1_bound8 (GPU 1).
+# Folding's update on 2 GPUs moved 6-9 % fewer tokens a second a rank than on 1 (folding-whole-batch-seed2-h200x2): these
+#   runs had verl's defaults of fsdp.yaml, a gradient reduce-scatter after each of 17-30 micro-batches a rank and the
+#   parameters gathered again for each backward (use_no_sync_for_gradient_accumulation false, reshard_after_forward
+#   true). fold_sync_x2_wb_ns is h's fold_sync_x2_wb with one reduce-scatter a step and the parameters kept gathered
+#   from forward to backward (ZeRO-2; a 0.5B model's gradients and parameters fit whole):
+#   t (2 GPUs): fold_sync_x2_wb_ns.   WAVES="h t" on one 2-GPU machine: the two one after the other.
 # A run has one command whatever wave starts it; a wave's runs take the GPUs in order:
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh plan   # each wave's runs and GPUs (no GPU needed)
 #   WAVES="H F" bash scripts/gpu/scale_hold.sh dry    # each run's train_bg.sh line, nothing started
@@ -140,14 +146,15 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   q) echo sync_x1_dump ;;
   r) echo sync_x1_bound8 ;;
   s) echo sync_x1_dump sync_x1_bound8 ;;
-  *) echo "unknown wave $1 (A to Z, a to s)" >&2; exit 2 ;;
+  t) echo fold_sync_x2_wb_ns ;;
+  *) echo "unknown wave $1 (A to Z, a to t)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
   case $1 in
   sync_x4 | colo_x4 | fold_sync_x4 | fold_colo_x4 | fold_sync_x4_wb | fold_colo_x4_wb) echo 4 ;;
   sync_x2 | sync_x2_b | sync_x2_nd | colo_x2 | sync_x2_16 | colo_x2_16 | sep_x1 | fold_sync_x2 | fold_colo_x2 | fold_sync_x2_16 | \
-    fold_colo_x2_16 | verify_sep_x1 | fold_sync_x2_wb | fold_colo_x2_wb | fold_sync_x2_wb_s2 | fold_sep_x1_wb | fold_sync_x2_16_wb) echo 2 ;;
+    fold_colo_x2_16 | verify_sep_x1 | fold_sync_x2_wb | fold_colo_x2_wb | fold_sync_x2_wb_s2 | fold_sep_x1_wb | fold_sync_x2_16_wb | fold_sync_x2_wb_ns) echo 2 ;;
   *) echo 1 ;;
   esac
 }
@@ -230,6 +237,8 @@ dumped() { echo "trainer.rollout_data_dir=/tmp/runs/$1/rollouts"; }   # RUN: its
 strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
 fold_strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=192)   # gpus/x1's batch
 whole=(+trainer.v1.whole_batch_update=true)   # pad to the ranks only; the whole batch one mini-batch
+gathered=(actor_rollout_ref.actor.fsdp_config.use_no_sync_for_gradient_accumulation=true   # one reduce-scatter a step
+  actor_rollout_ref.actor.fsdp_config.reshard_after_forward=false)   # no second all-gather for the backward
 # separate_async: one actor update a step on gpus/x1's 16 prompts (verl: train_batch_size = parameter_sync_step x
 # ppo_mini_batch_size), taken whole: one AdamW step a training step, as the sync and colocate_async folding runs
 fold_separate=(trainer.v1.separate_async.parameter_sync_step=1 actor_rollout_ref.actor.ppo_mini_batch_size=16)
@@ -274,6 +283,7 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   fold_colo_x1_wb) fold fold_colo_x1_wb "$devices" +gpus=x1 +mode=colocate_async "${whole[@]}" ;;
   fold_sync_x2_wb) fold fold_sync_x2_wb "$devices" +gpus=x2 +mode=sync "${whole[@]}" ;;
   fold_colo_x2_wb) fold fold_colo_x2_wb "$devices" +gpus=x2 +mode=colocate_async "${whole[@]}" ;;
+  fold_sync_x2_wb_ns) fold fold_sync_x2_wb_ns "$devices" +gpus=x2 +mode=sync "${whole[@]}" "${gathered[@]}" ;;
   fold_sync_x4_wb) fold fold_sync_x4_wb "$devices" +gpus=x4 +mode=sync "${whole[@]}" ;;
   fold_colo_x4_wb) fold fold_colo_x4_wb "$devices" +gpus=x4 +mode=colocate_async "${whole[@]}" ;;
   fold_sync_x1_wb_s2) fold fold_sync_x1_wb_s2 "$devices" +gpus=x1 +mode=sync "${whole[@]}" "${seed2_unvalidated[@]}" ;;
