@@ -256,6 +256,8 @@ class LongWorkflowAgent(ToolAgentLoop):
         message past ``max_user_turns``/``max_assistant_turns`` or without room ends the
         trajectory and is recorded but not appended.
         """
+        if (late := over_time(episode, self.settings.max_trajectory_s)) is not None:
+            return episode.finish(Reason.TIME_BUDGET, late)
         start, started = len(episode.response_mask), time.perf_counter()
         stop, text, score, _ = await episode.interaction.generate_response(
             episode.interaction_id, episode.messages, **episode.interaction_kwargs

@@ -36,6 +36,7 @@ from extensions.episode import Episode, Phase, context_anchor
 from extensions.errors import ConfigError
 from extensions.folding import carry_message, last_observation, parse_fold_settings, read_summary
 from extensions.records_schema import Reason
+from extensions.time_budget import over_time
 from extensions.token_text import truncate_to_tokens
 from extensions.tools.fold import NAME as FOLD_TOOL
 
@@ -156,6 +157,8 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
             if not self._folds_left(episode):
                 detail = f"the context filled in segment {self.fold.max_segments} of {self.fold.max_segments}"
                 return episode.finish(Reason.MAX_SEGMENTS, detail)
+            if (late := over_time(episode, self.settings.max_trajectory_s)) is not None:  # a summary is a generation
+                return episode.finish(Reason.TIME_BUDGET, late)
             return await self._fold(episode, sampling_params, trigger)
         return await super()._step(phase, episode, sampling_params)
 

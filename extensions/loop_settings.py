@@ -67,8 +67,8 @@ class LoopSettings(BaseModel):
     """Cap for tools not named in ``tool_concurrency``."""
     max_trajectory_s: float | None = Field(None, gt=0)
     """Wall-clock seconds a trajectory may run; past them it ends with reason ``time_budget`` before its next
-    generation, tool round or code-fence resumption. A tool call in flight is cancelled at the bound; a generation
-    in flight finishes first. None: no bound."""
+    generation, fold, tool round, user turn or code-fence resumption. A tool call in flight (or waiting for a slot)
+    is cancelled at the bound; a generation in flight finishes first. None: no bound."""
     catch_errors: bool = True
     """Record a failing trajectory with reason ``error`` instead of failing the batch."""
 

@@ -1,11 +1,12 @@
 """``max_trajectory_s``: a wall-clock bound on one trajectory, for the synchronous step that waits on the slowest.
 
-The loop checks it where it would wait next: before each generation, before each round of tool calls, and, in a
-code-fence turn, before generation resumes after a block ran. A tool call gets at most the time left
-(``ToolSession``'s ``time_left``: it is cancelled when the bound is reached, and one that would start past it is not
-run); a generation in flight finishes first, so a trajectory can overrun the bound by one reply. Past it, the
-trajectory ends with reason ``time_budget``: the reward reads no answer from it (its last reply may be cut), and it
-trains like any other trajectory.
+The loop checks it where it would wait next: before each generation (a fold's summary too), before each round of
+tool calls, before each user turn, and, in a code-fence turn, before generation resumes after a block ran. A tool call
+gets at most the time left (``ToolSession``'s ``time_left``), its wait for a concurrency slot included: it is
+cancelled when the bound is reached, and one that would start past it is not run. A generation in flight finishes
+first, so a trajectory can overrun the bound by one reply (and by the sandbox's kill of a cancelled call). Past it,
+the trajectory ends with reason ``time_budget``: the reward reads no answer from it (its last reply may be cut, and
+an answer given just before the bound gets no user turn), and it trains like any other trajectory.
 """
 
 from __future__ import annotations

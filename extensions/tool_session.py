@@ -85,6 +85,39 @@ class ToolOutcome:
         }
 
 
+NOT_RUN = "Tool '{name}' was not run: the trajectory's time budget (max_trajectory_s) ran out."
+
+
+def _left(deadline: float) -> float:
+    return deadline - time.monotonic()
+
+
+async def acquire_within(semaphore: asyncio.Semaphore, timeout: float | None) -> bool:
+    """Acquire ``semaphore`` waiting at most ``timeout`` seconds (None: as long as it takes); True when it is held.
+
+    Not ``asyncio.wait_for(semaphore.acquire(), timeout)``: before Python 3.12 that can drop a permit acquired just as
+    the timeout fires. Here a permit acquired after giving up (or after the caller was cancelled) is given back.
+    """
+    if timeout is None or not semaphore.locked():
+        await semaphore.acquire()  # a free slot is taken without waiting
+        return True
+    waiter = asyncio.ensure_future(semaphore.acquire())
+    try:
+        await asyncio.wait({waiter}, timeout=max(timeout, 0.0))
+    except BaseException:
+        _give_up(semaphore, waiter)
+        raise
+    if waiter.done():
+        return True
+    _give_up(semaphore, waiter)
+    return False
+
+
+def _give_up(semaphore: asyncio.Semaphore, waiter: asyncio.Future) -> None:
+    waiter.cancel()  # Semaphore.acquire passes a wake-up it could not use on to the next waiter
+    waiter.add_done_callback(lambda done: None if done.cancelled() else semaphore.release())
+
+
 _PARAMETER_SCHEMAS: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
 
 
@@ -197,11 +230,15 @@ class ToolSession:
         if problem:
             return ToolOutcome(name, arguments, problem, error="bad_arguments")
         limit = self.concurrency.get(name, self.default_concurrency)
-        async with tool_semaphore(self.owner, name, limit):
-            left = None if self.time_left is None else self.time_left()
+        deadline = self._deadline()
+        semaphore = tool_semaphore(self.owner, name, limit)
+        # the wait for a slot counts against the trajectory's time budget too
+        if not await acquire_within(semaphore, None if deadline is None else _left(deadline)):
+            return ToolOutcome(name, arguments, NOT_RUN.format(name=name), error="time_budget")
+        try:
+            left = None if deadline is None else _left(deadline)
             if left is not None and left <= 0:
-                text = f"Tool '{name}' was not run: the trajectory's time budget (max_trajectory_s) ran out."
-                return ToolOutcome(name, arguments, text, error="time_budget")
+                return ToolOutcome(name, arguments, NOT_RUN.format(name=name), error="time_budget")
             budget_first = left is not None and left < self.timeout_s
             try:
                 response, reward, metrics = await asyncio.wait_for(
@@ -217,10 +254,16 @@ class ToolSession:
                 logger.warning("tool %s raised %s: %s", name, type(exc).__name__, exc)
                 text = f"Tool '{name}' failed: {type(exc).__name__}: {exc}"
                 return ToolOutcome(name, arguments, text, error=str(getattr(exc, "kind", "exception")))
+        finally:
+            semaphore.release()
         if response.image or response.video:
             text = f"Tool '{name}' returned images or video, which long_workflow does not support."
             return ToolOutcome(name, arguments, text, error="exception")
         return ToolOutcome(name, arguments, response.text or "", reward=reward, metrics=dict(metrics or {}))
+
+    def _deadline(self) -> float | None:
+        """``time.monotonic()`` when the trajectory's time budget runs out (the budget's clock read once a call)."""
+        return None if self.time_left is None else time.monotonic() + self.time_left()
 
     async def _execute(self, tool: Any, parsed: dict[str, Any], agent_data: Any) -> tuple[Any, Any, Any]:
         if isinstance(tool, FunctionTool):

@@ -6,6 +6,7 @@ Without folds left, both end the trajectory with ``response_budget`` as in ``lon
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from extensions.folding_loop import FRAMING, template_tokens
 from extensions.rollout.convert import to_record
 from extensions.token_text import TRUNCATION_NOTE
 from tests.conftest import FIXTURES, PROMPT_LENGTH, RESPONSE_LENGTH, ROOT, run_batch, sample, segment_worker
+from tests.test_time_budget import scripted_clock
 from tests.trainer_harness import tool_call
 
 SUMMARY_CAP = 48
@@ -67,7 +69,8 @@ def fold_tool_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) ->
     tools = yaml.safe_load((FIXTURES / "tools.yaml").read_text())
     tools["tools"].append({"class_name": "extensions.tools.fold.FoldTool", "config": {"type": "native"}})
     (tmp / "tools.yaml").write_text(yaml.safe_dump(tools))
-    entries = [entry("fold_tool", 2, tool_parser="hermes_strict", interaction_config_path=None, max_parallel_calls=2)]
+    settings = {"tool_parser": "hermes_strict", "interaction_config_path": None, "max_parallel_calls": 2}
+    entries = [entry("fold_tool", 2, **settings), entry("fold_tool_timed", 2, **settings, max_trajectory_s=10.0)]
     return segment_worker(qwen_dir, tmp, entries, tools=tmp / "tools.yaml")
 
 
@@ -193,6 +196,19 @@ async def test_a_call_to_fold_folds_and_in_the_last_segment_is_answered_with_an_
     extras = out.non_tensor_batch["extras"][0]
     assert extras["termination_reason"] == "final_answer" and extras["num_tool_calls"] == 0
     assert '"name": "fold"' in tok.decode(segment.prompt_ids)  # the tool is offered in the prompt
+
+
+async def test_a_fold_past_the_time_writes_no_summary(fold_tool_worker, monkeypatch):
+    """A fold's summary is a generation: past max_trajectory_s the trajectory ends before it (time_budget)."""
+    read = scripted_clock(monkeypatch, [0.0, 10.5])  # the first reply starts in time; the fold would not
+    script = {"FT-late": [tool_call("fold"), "<summary>Never asked for.</summary>", "#### 4"]}
+    out = await run_batch(fold_tool_worker, script, [sample("FT-late", "fold_tool_timed")])
+    assert read == [0.0, 10.5]
+    extras = out.non_tensor_batch["extras"][0]
+    assert extras["termination_reason"] == "time_budget"
+    assert re.fullmatch(r"the trajectory ran 10\.\d s; max_trajectory_s is 10", extras["error"])
+    assert [t["role"] for t in extras["turns"]] == ["assistant"]
+    assert "Never asked for" not in fold_tool_worker.tokenizer.decode(out.batch["responses"][0])
 
 
 async def test_a_fold_call_from_a_sample_not_offered_the_tool_is_an_unknown_tool(fold_tool_worker):

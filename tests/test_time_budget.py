@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -100,6 +101,74 @@ async def test_a_call_that_would_start_past_the_time_is_not_run(worker, monkeypa
     assert call["result"] == "Tool 'echo' was not run: the trajectory's time budget (max_trajectory_s) ran out."
     assert [event for event in tracked.LIFECYCLE if event[0] == "execute"] == []
     assert extras["num_executed_calls"] == 0
+
+
+async def test_a_user_turn_past_the_time_is_not_taken(worker, monkeypatch):
+    loop = register_loop("tb_user", max_trajectory_s=10.0)
+    read = scripted_clock(monkeypatch, [0.0, 10.5])  # the reply starts in time; the user would answer past it
+    users = {"name": "scripted", "user_messages": ["Are you sure?"]}
+    script = {"TB-user": ["It is 4.", "Never asked for: #### 4"]}
+    row = Row(await run_batch(worker, script, [sample("TB-user", loop, interaction_kwargs=users)]), 0)
+    assert read == [0.0, 10.5]
+    assert row.extras["termination_reason"] == "time_budget"
+    assert [t["role"] for t in row.extras["turns"]] == ["assistant"]
+    assert row.extras["num_user_turns"] == 0
+
+
+def timed_session(tool: Any, left_s: float | None, *, timeout_s: float = 30.0, owner: str = "tb-session") -> Any:
+    """A trajectory's ToolSession with ``left_s`` of its time budget left from now (None: no bound)."""
+    from extensions.tool_session import ToolSession
+
+    deadline = None if left_s is None else time.monotonic() + left_s
+    time_left = None if deadline is None else (lambda: deadline - time.monotonic())
+    return ToolSession(
+        {"echo": tool}, None, timeout_s=timeout_s, concurrency={"echo": 1}, default_concurrency=8, owner=owner,
+        time_left=time_left,
+    )  # fmt: skip
+
+
+async def test_under_a_bound_the_tools_own_timeout_still_says_so():
+    from tests.fixtures.tools import TrackedTool
+
+    session = timed_session(TrackedTool({"name": "echo"}), 60.0, timeout_s=0.3)
+    outcome = await session.call("echo", json.dumps({"text": "hang"}))
+    assert (outcome.error, outcome.text) == ("timeout", "Tool 'echo' timed out after 0.3 s and was cancelled.")
+
+
+async def test_the_wait_for_a_slot_counts_against_the_time():
+    """Two trajectories share echo's one slot: the first holds it 1 s; the second, with 0.3 s left, gives up waiting
+    and does not run; the slot is then free for a third, once (no permit lost or doubled)."""
+    from tests.fixtures.tools import TrackedTool
+
+    tool = TrackedTool({"name": "echo", "sleep_s": 1.0})
+    first, second = timed_session(tool, None), timed_session(tool, 0.3)
+    running = asyncio.ensure_future(first.call("echo", json.dumps({"text": "a"})))
+    await asyncio.sleep(0.05)
+    late = await second.call("echo", json.dumps({"text": "b"}))
+    assert (late.error, late.executed) == ("time_budget", False)
+    assert late.text == "Tool 'echo' was not run: the trajectory's time budget (max_trajectory_s) ran out."
+    assert 0.2 < late.latency_s < 0.9
+    assert (await running).text == "echo: a"
+    assert [event[0] for event in tracked.LIFECYCLE if event[0] == "execute"] == ["execute"]
+    third = await timed_session(tool, 0.1).call("echo", json.dumps({"text": "c"}))
+    assert (third.error, third.executed) == ("timeout", True)  # it got the slot at once, and ran until cut
+
+
+async def test_a_slot_acquired_after_giving_up_is_given_back():
+    from extensions.tool_session import acquire_within
+
+    slot = asyncio.Semaphore(1)
+    await slot.acquire()
+    assert await acquire_within(slot, 0.05) is False
+    waiting = asyncio.ensure_future(acquire_within(slot, 10.0))  # a caller cancelled while it waits
+    await asyncio.sleep(0.01)
+    waiting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    slot.release()
+    await asyncio.sleep(0.01)
+    assert await acquire_within(slot, 0.05) is True  # the one permit is back ...
+    assert await acquire_within(slot, 0.05) is False  # ... once
 
 
 async def test_without_a_bound_the_clock_is_never_read(worker, monkeypatch):

@@ -79,7 +79,7 @@
 #   q (1 GPU): sync_x1_dump.   r (1 GPU): sync_x1_bound8.   WAVES="q r" on a 1-GPU machine.
 #   s (2 GPUs), side by side: sync_x1_dump (GPU 0), sync_x1_bound8 (GPU 1).
 # Folding's update on 2 GPUs moved 6-9 % fewer tokens a second a rank than on 1 (folding-whole-batch-seed2-h200x2): these
-#   runs had verl's defaults of fsdp.yaml, a gradient reduce-scatter after each of 17-30 micro-batches a rank and the
+#   runs had verl's defaults of fsdp.yaml, a gradient reduce-scatter after each of 18-30 micro-batches a rank and the
 #   parameters gathered again for each backward (use_no_sync_for_gradient_accumulation false, reshard_after_forward
 #   true). fold_sync_x2_wb_ns is h's fold_sync_x2_wb with one reduce-scatter a step and the parameters kept gathered
 #   from forward to backward (ZeRO-2; a 0.5B model's gradients and parameters fit whole):
