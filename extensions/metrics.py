@@ -95,10 +95,10 @@ def rollout_timing(
 ) -> dict[str, float]:
     """Wall-clock figures of a batch from its rows' ``started_at`` / ``finished_at`` (every segment's row).
 
-    ``rollout/wall_s/mean``, ``/p50``, ``/p90`` (nearest rank), ``/max``: a trajectory's time from start to its last output; ``rollout/span_s``:
-    the first start to the last finish (in a synchronous step: the real generation time, to set beside
-    verl's ``timing_s/gen``); ``rollout/take_lag_s``: the last finish to ``sampled_at``, how long the trainer
-    took to notice (verl's 2 s poll makes it up to 2 s); ``rollout/slowest/...``: what the slowest trajectory
+    ``rollout/wall_s/mean``, ``/p50``, ``/p90`` (nearest rank), ``/max``: a trajectory's time from start to its last
+    output; ``rollout/span_s``: the first start to the last finish (in a synchronous step: the real generation time,
+    to set beside verl's ``timing_s/gen``); ``rollout/take_lag_s``: the last finish to ``sampled_at``, how long the
+    trainer took to notice (verl's 2 s poll makes it up to 2 s); ``rollout/slowest/...``: what the slowest trajectory
     (the one a synchronous step waits for) spent its time on, over all its segments (``time_split``).
     """
     if not rows:

@@ -74,8 +74,9 @@
 #   l (2 GPUs): fold_sep_x1_wb.   m (2 GPUs): fold_sync_x2_16_wb.   WAVES="l m" on one machine.
 #   n (4 GPUs), side by side: fold_sync_x2_16_wb (GPUs 0-1), fold_sep_x1_wb (GPUs 2-3).
 # What bounds the synchronous tail: the long-tail sync run on 1 GPU (I's sync_x1_b, STEPS steps) with its training
-#   rollouts dumped (trainer.rollout_data_dir: each trajectory's reason and score), without and with an 8-s bound on
-#   each trajectory (max_trajectory_s: agent_loops_time_bound.yaml; tool calls cancelled at the bound):
+#   rollouts dumped (trainer.rollout_data_dir: each trajectory's text and score; v1's dump has no reason, which the
+#   longflow/termination/ metrics give), without and with an 8-s bound on each trajectory (max_trajectory_s:
+#   agent_loops_time_bound.yaml; tool calls cancelled at the bound):
 #   q (1 GPU): sync_x1_dump.   r (1 GPU): sync_x1_bound8.   WAVES="q r" on a 1-GPU machine.
 #   s (2 GPUs), side by side: sync_x1_dump (GPU 0), sync_x1_bound8 (GPU 1).
 # Folding's update on 2 GPUs moved 6-9 % fewer tokens a second a rank than on 1 (folding-whole-batch-seed2-h200x2): these
