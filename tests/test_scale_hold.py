@@ -38,6 +38,8 @@ def dry_lines(waves: str) -> dict[str, str]:
         ("H Z", "verify_sep_x1"),  # Z runs H's separate_async run beside M's folding run
         ("a c", "sync_x2_nd"),  # a is b and c side by side
         ("I b", "sync_x1_b"),  # b reruns I's delayed sync run beside the control
+        ("s v", "sync_x1_bound8 sync_x1_dump"),  # v is s beside u's run
+        ("u v", "sync_x2_bound8"),
     ],
 )
 def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None:
@@ -48,7 +50,7 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Q9", "status", "0")
-    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to t)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to w)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
@@ -242,6 +244,28 @@ def test_the_time_bound_run_differs_from_its_control_only_in_the_agent_loop_yaml
     (bounded,), (plain,) = entries("agent_loops_time_bound.yaml"), entries("agent_loops.yaml")
     assert bounded.pop("max_trajectory_s") == 8.0
     assert bounded == plain
+
+
+def test_the_bounded_weak_scaling_runs_differ_from_the_1_gpu_one_only_in_gpus() -> None:
+    """u (after s on 2 GPUs) and v, w (4 GPUs): the bounded run with the batch grown with the GPUs (the gpus/ presets)."""
+    assert hold("s u", "plan").stdout.splitlines() == [
+        "wave s, 2 GPU(s): sync_x1_dump (GPU 0), sync_x1_bound8 (GPU 1)",
+        "wave u, 2 GPU(s): sync_x2_bound8 (GPUs 0,1)",
+    ]
+    assert hold("v w", "plan").stdout.splitlines() == [
+        "wave v, 4 GPU(s): sync_x1_dump (GPU 0), sync_x1_bound8 (GPU 1), sync_x2_bound8 (GPUs 2,3)",
+        "wave w, 4 GPU(s): sync_x4_bound8 (GPUs 0,1,2,3)",
+    ]
+    su, vw = dry_lines("s u"), dry_lines("v w")
+    one = su["sync_x1_bound8"].replace("CUDA_VISIBLE_DEVICES=1", "CUDA_VISIBLE_DEVICES=0")
+    assert su["sync_x2_bound8"] == one.replace("CUDA_VISIBLE_DEVICES=0", "CUDA_VISIBLE_DEVICES=0,1").replace("x1", "x2")
+    assert vw["sync_x4_bound8"] == one.replace("CUDA_VISIBLE_DEVICES=0", "CUDA_VISIBLE_DEVICES=0,1,2,3").replace(
+        "x1", "x4"
+    )
+    assert vw["sync_x2_bound8"] == su["sync_x2_bound8"].replace("CUDA_VISIBLE_DEVICES=0,1", "CUDA_VISIBLE_DEVICES=2,3")
+    assert {k: vw[k] for k in ("sync_x1_dump", "sync_x1_bound8")} == {
+        k: su[k] for k in ("sync_x1_dump", "sync_x1_bound8")
+    }
 
 
 def test_the_gathered_update_differs_from_its_twin_only_in_two_fsdp_settings() -> None:
