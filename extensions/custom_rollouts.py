@@ -144,6 +144,7 @@ class LongWorkflowAgent(ToolAgentLoop):
             response_length=self.response_length,
             calculate_log_probs=self.rollout_config.calculate_log_probs,
             reward_settings=self.reward_settings,
+            masked_reasons=self.settings.masked_reasons(),
         )
 
     async def _step(self, phase: Phase, episode: Episode, sampling_params: dict[str, Any]) -> Phase:

@@ -333,10 +333,12 @@ def build_output(
     response_length: int,
     calculate_log_probs: bool,
     reward_settings: RewardSettings | None,
+    masked_reasons: frozenset[Reason] = frozenset({Reason.ERROR}),
 ) -> AgentLoopOutput:
     """The trajectory as verl's ``AgentLoopOutput``; ``extra_fields`` carry turn scores, tool rewards, extras.
 
-    A trajectory that ended in ``error`` keeps its tokens with mask 0. With ``reward_settings``
+    A trajectory that ended for one of ``masked_reasons`` (``error``; ``LoopSettings.masked_reasons``) keeps its
+    tokens with mask 0. With ``reward_settings``
     (the run's reward is the pack's ``compute_score``) each assistant record gets its ``reward``
     (and ``step_rewards`` when code blocks ran inside it).
     """
@@ -356,8 +358,8 @@ def build_output(
         response_ids, mask, logprobs = [eos_id], [0], ([0.0] if logprobs is not None else None)
     if logprobs is None and calculate_log_probs:  # keep the batch's columns uniform
         logprobs = [0.0] * len(response_ids)
-    if episode.reason == Reason.ERROR:
-        mask = [0] * len(mask)  # never train on a broken trajectory
+    if episode.reason in masked_reasons:
+        mask = [0] * len(mask)  # never train on a broken trajectory (nor, if asked, on one a slow tool cut off)
     output = AgentLoopOutput(
         prompt_ids=prompt_ids,
         response_ids=response_ids[:response_length],

@@ -292,6 +292,6 @@ class FoldingWorkflowAgent(LongWorkflowAgent):
         outputs = [*episode.segment_outputs, self._build_output(episode)]
         for i, output in enumerate(outputs):
             output.extra_fields["extras"].update(segment=i, num_segments=len(outputs))
-            if episode.reason == Reason.ERROR:
+            if episode.reason in self.settings.masked_reasons():  # every segment of a masked trajectory
                 output.response_mask = [0] * len(output.response_mask)
         return outputs

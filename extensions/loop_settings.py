@@ -10,10 +10,11 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from extensions.code_fence import CodeFenceSettings
 from extensions.errors import ConfigError, choices
+from extensions.records_schema import Reason
 
 # The keyword arguments verl's AgentLoopWorker passes to every agent loop.
 VERL_LOOP_KWARGS = frozenset(
@@ -69,8 +70,23 @@ class LoopSettings(BaseModel):
     """Wall-clock seconds a trajectory may run; past them it ends with reason ``time_budget`` before its next
     generation, fold, tool round, user turn or code-fence resumption. A tool call in flight (or waiting for a slot)
     is cancelled at the bound; a generation in flight finishes first. None: no bound."""
+    mask_time_budget: bool = False
+    """If true, a trajectory ended by ``max_trajectory_s`` keeps its tokens with mask 0 (as an ``error`` one does), so a
+    tool that happened to be slow costs its actions no gradient; its score (0) still counts in its group's baseline.
+    If false, it trains like any other trajectory. Needs ``max_trajectory_s``."""
     catch_errors: bool = True
     """Record a failing trajectory with reason ``error`` instead of failing the batch."""
+
+    @model_validator(mode="after")
+    def _mask_needs_a_bound(self) -> LoopSettings:
+        if self.mask_time_budget and self.max_trajectory_s is None:
+            raise ValueError("mask_time_budget masks trajectories ended by max_trajectory_s; set max_trajectory_s too")
+        return self
+
+    def masked_reasons(self) -> frozenset[Reason]:
+        """The end reasons whose trajectories keep their tokens with mask 0: ``error``, and ``time_budget`` with
+        ``mask_time_budget``."""
+        return frozenset({Reason.ERROR, Reason.TIME_BUDGET} if self.mask_time_budget else {Reason.ERROR})
 
 
 def settings_error(exc: ValidationError, *, entry: str) -> ConfigError:
@@ -81,6 +97,9 @@ def settings_error(exc: ValidationError, *, entry: str) -> ConfigError:
         key = ".".join(str(p) for p in err["loc"]) or "(entry)"
         if err["type"] == "extra_forbidden":
             lines.append(f"agent loop {entry!r}: unknown key {key!r}; valid keys: {valid}")
+        elif not err["loc"] and err["type"] == "value_error":  # a rule across keys (a model validator)
+            rule = err["ctx"]["error"]
+            lines.append(f"agent loop {entry!r}: {rule}")
         else:
             lines.append(f"agent loop {entry!r}: key {key!r}: {err['msg']} (got {err.get('input')!r})")
     return ConfigError("\n".join(lines))

@@ -70,7 +70,9 @@ def fold_tool_worker(qwen_dir: Any, tmp_path_factory: pytest.TempPathFactory) ->
     tools["tools"].append({"class_name": "extensions.tools.fold.FoldTool", "config": {"type": "native"}})
     (tmp / "tools.yaml").write_text(yaml.safe_dump(tools))
     settings = {"tool_parser": "hermes_strict", "interaction_config_path": None, "max_parallel_calls": 2}
-    entries = [entry("fold_tool", 2, **settings), entry("fold_tool_timed", 2, **settings, max_trajectory_s=10.0)]
+    timed = {**settings, "max_trajectory_s": 10.0}
+    entries = [entry("fold_tool", 2, **settings), entry("fold_tool_timed", 2, **timed)]
+    entries.append(entry("fold_tool_timed_masked", 2, **timed, mask_time_budget=True))
     return segment_worker(qwen_dir, tmp, entries, tools=tmp / "tools.yaml")
 
 
@@ -209,6 +211,27 @@ async def test_a_fold_past_the_time_writes_no_summary(fold_tool_worker, monkeypa
     assert re.fullmatch(r"the trajectory ran 10\.\d s; max_trajectory_s is 10", extras["error"])
     assert [t["role"] for t in extras["turns"]] == ["assistant"]
     assert "Never asked for" not in fold_tool_worker.tokenizer.decode(out.batch["responses"][0])
+
+
+async def test_with_mask_time_budget_every_segment_of_a_stopped_trajectory_has_mask_0(fold_tool_worker, monkeypatch):
+    """The first segment folded in time; the second reply would start past the bound: both segments keep their
+    tokens, with mask 0 (without the setting, the first segment's reply and summary have mask 1)."""
+    tok = fold_tool_worker.tokenizer
+    script = ["Step one. " + tool_call("fold"), "<summary>Step one done.</summary>", "Never asked for. #### 4"]
+    records = []
+    for name in ("fold_tool_timed", "fold_tool_timed_masked"):
+        scripted_clock(monkeypatch, [0.0, 0.0, 10.5])  # the reply and the fold's summary in time, the next one late
+        out = await run_batch(fold_tool_worker, {f"FT-{name}": list(script)}, [sample(f"FT-{name}", name)])
+        records.append(to_record(out, 0, tok))
+    plain, masked = records
+    for record in records:
+        (segment,) = record.segments
+        assert (segment.fold_trigger, record.termination_reason) == ("tool", "time_budget")
+    assert plain.segments[0].response_ids == masked.segments[0].response_ids
+    assert plain.response_ids == masked.response_ids
+    assert sum(plain.segments[0].response_mask) > 0
+    assert masked.segments[0].response_mask == [0] * len(masked.segments[0].response_ids)
+    assert masked.response_mask == [0] * len(masked.response_ids)
 
 
 async def test_a_fold_call_from_a_sample_not_offered_the_tool_is_an_unknown_tool(fold_tool_worker):

@@ -40,6 +40,7 @@ def dry_lines(waves: str) -> dict[str, str]:
         ("I b", "sync_x1_b"),  # b reruns I's delayed sync run beside the control
         ("s v", "sync_x1_bound8 sync_x1_dump"),  # v is s beside u's run
         ("u v", "sync_x2_bound8"),
+        ("r y", "sync_x1_bound8"),  # y is r beside x
     ],
 )
 def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None:
@@ -50,7 +51,7 @@ def test_waves_that_reuse_a_run_name_are_refused(waves: str, twice: str) -> None
 
 def test_an_unknown_wave_is_named() -> None:
     done = hold("K Q9", "status", "0")
-    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to w)" in done.stderr
+    assert done.returncode == 2 and "unknown wave Q9 (A to Z, a to y)" in done.stderr
 
 
 def test_a_waves_runs_take_the_gpus_in_order() -> None:
@@ -266,6 +267,26 @@ def test_the_bounded_weak_scaling_runs_differ_from_the_1_gpu_one_only_in_gpus() 
     assert {k: vw[k] for k in ("sync_x1_dump", "sync_x1_bound8")} == {
         k: su[k] for k in ("sync_x1_dump", "sync_x1_bound8")
     }
+
+
+def test_the_masked_bound_run_differs_from_the_bound_run_only_in_its_agent_loop_yaml() -> None:
+    """x (after r on 1 GPU) and y (2 GPUs, side by side): sync_x1_bound8_mask is sync_x1_bound8 with
+    agent_loops_time_bound_masked.yaml, which is agent_loops_time_bound.yaml plus mask_time_budget."""
+    assert hold("r x", "plan").stdout.splitlines() == [
+        "wave r, 1 GPU(s): sync_x1_bound8 (GPU 0)",
+        "wave x, 1 GPU(s): sync_x1_bound8_mask (GPU 0)",
+    ]
+    assert hold("y", "plan").stdout == "wave y, 2 GPU(s): sync_x1_bound8 (GPU 0), sync_x1_bound8_mask (GPU 1)\n"
+    rx, y = dry_lines("r x"), dry_lines("y")
+    assert rx["sync_x1_bound8_mask"] == rx["sync_x1_bound8"].replace("sync_x1_bound8", "sync_x1_bound8_mask").replace(
+        "agent_loops_time_bound.yaml", "agent_loops_time_bound_masked.yaml"
+    )
+    assert y["sync_x1_bound8"] == rx["sync_x1_bound8"]
+    assert y["sync_x1_bound8_mask"] == rx["sync_x1_bound8_mask"].replace("DEVICES=0", "DEVICES=1")
+    (masked,) = yaml.safe_load((ROOT / "experiments/gsm8k_learn/agent_loops_time_bound_masked.yaml").read_text())
+    (bounded,) = yaml.safe_load((ROOT / "experiments/gsm8k_learn/agent_loops_time_bound.yaml").read_text())
+    assert masked.pop("mask_time_budget") is True
+    assert masked == bounded
 
 
 def test_the_gathered_update_differs_from_its_twin_only_in_two_fsdp_settings() -> None:

@@ -16,6 +16,7 @@ from extensions.code_fence import output_block
 from extensions.custom_rewards import compute_score
 from extensions.errors import ConfigError
 from extensions.loop_settings import parse_settings
+from extensions.records_schema import Reason
 from tests.conftest import ROOT, Row, build_worker, register_loop, run_batch, sample
 from tests.fixtures import tools as tracked
 
@@ -56,6 +57,23 @@ async def test_a_trajectory_past_its_time_ends_before_the_next_generation(worker
     assert extras["num_assistant_turns"] == 1 and extras["num_tool_calls"] == 1
     assert tokenizer.decode(row.response_ids).startswith(tool_call("echo", text="hi"))
     assert "Never asked for" not in tokenizer.decode(row.response_ids)
+
+
+async def test_with_mask_time_budget_a_stopped_trajectory_keeps_its_tokens_with_mask_0(worker, tokenizer, monkeypatch):
+    """The same trajectory with and without the setting: the same tokens; mask 1 on the reply, 0 on the tool's
+    output without it, and 0 throughout with it."""
+    reply = tool_call("echo", text="hi")
+    rows = []
+    for name, masked in (("tb_plain", False), ("tb_masked", True)):
+        loop = register_loop(name, max_trajectory_s=10.0, mask_time_budget=masked)
+        scripted_clock(monkeypatch, [0.0, 0.0, 0.0, 20.0])  # turn 1, its tool round, the call, then turn 2 late
+        rows.append(Row(await run_batch(worker, {f"TB-{name}": [reply, "#### 4"]}, [sample(f"TB-{name}", loop)]), 0))
+    plain, masked = rows
+    assert plain.extras["termination_reason"] == masked.extras["termination_reason"] == "time_budget"
+    assert plain.response_ids == masked.response_ids
+    n = len(tokenizer.encode(reply, add_special_tokens=False)) + 1  # the reply and its end-of-turn token
+    assert plain.mask == [1] * n + [0] * (len(plain.mask) - n)
+    assert masked.mask == [0] * len(plain.mask)
 
 
 async def test_a_tool_round_past_the_time_is_not_run(worker, monkeypatch):
@@ -217,6 +235,17 @@ def test_a_stopped_trajectory_has_no_answer():
     assert (scored["score"], scored["answer_found"], scored["is_response_budget"]) == (0.0, 0.0, 0.0)
     extras["termination_reason"] = "final_answer"
     assert compute_score("longflow/gsm8k", "", "72", {"extras": extras}, **kwargs)["score"] == pytest.approx(1.1)
+
+
+def test_masking_needs_a_bound():
+    with pytest.raises(ConfigError) as error:
+        parse_settings({"mask_time_budget": True}, entry="tb_bad")
+    assert str(error.value) == (
+        "agent loop 'tb_bad': mask_time_budget masks trajectories ended by max_trajectory_s; set max_trajectory_s too"
+    )
+    assert parse_settings({"max_trajectory_s": 8.0}, entry="tb_ok").masked_reasons() == {Reason.ERROR}
+    both = parse_settings({"max_trajectory_s": 8.0, "mask_time_budget": True}, entry="tb_ok").masked_reasons()
+    assert both == {Reason.ERROR, Reason.TIME_BUDGET}
 
 
 def test_the_bound_must_be_positive():

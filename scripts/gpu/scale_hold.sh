@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i, n, p, v, w), 2-GPU (I-N, P-S, U, b, c, g, h, j-m, o, s-u) or 1-GPU machine (q, r), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
+# Long workflows at scale on one 4-GPU (waves A-H, O, T, V-Z, a, d-f, i, n, p, v, w), 2-GPU (I-N, P-S, U, b, c, g, h, j-m, o, s-u, y) or 1-GPU machine (q, r, x), on experiments/gsm8k_learn's long-tail workload (python_exec behind a
 # log-normal tool latency: tools_long_tail.yaml), turn_grpo, STEPS (10) steps each, the replay buffer polling every
 # 50 ms. WAVES (default "A B", docs/results/long-tail-scaling-h200x4) run one after the other:
 #   A, side by side: GPU 0 sync on 1 GPU (16 prompts x 8), GPU 1 colocate_async on 1 GPU (the same), GPUs 2-3 sync on
@@ -84,6 +84,11 @@
 #   u (2 GPUs): sync_x2_bound8, after s: WAVES="s u".
 #   v (4 GPUs), side by side: sync_x1_dump (GPU 0), sync_x1_bound8 (GPU 1), sync_x2_bound8 (GPUs 2-3).
 #   w (4 GPUs): sync_x4_bound8, after v: WAVES="v w".
+# The bound trains on the trajectories it cuts (score 0, so a slow tool call is penalised); mask_time_budget gives them
+#   mask 0 instead (agent_loops_time_bound_masked.yaml). Not validated: the bound would apply to the 1,319 test
+#   problems generated at once, and their queue alone can pass 8 s.
+#   x (1 GPU): sync_x1_bound8_mask, after r: WAVES="r x".   y (2 GPUs), side by side: sync_x1_bound8 (GPU 0),
+#   sync_x1_bound8_mask (GPU 1).
 # Folding's update on 2 GPUs moved 6-9 % fewer tokens a second a rank than on 1 (folding-whole-batch-seed2-h200x2): these
 #   runs had verl's defaults of fsdp.yaml, a gradient reduce-scatter after each of 18-30 micro-batches a rank and the
 #   parameters gathered again for each backward (use_no_sync_for_gradient_accumulation false, reshard_after_forward
@@ -156,7 +161,9 @@ runs_of() {  # WAVE: its runs, side by side, on the machine's GPUs in order (gpu
   u) echo sync_x2_bound8 ;;
   v) echo sync_x1_dump sync_x1_bound8 sync_x2_bound8 ;;
   w) echo sync_x4_bound8 ;;
-  *) echo "unknown wave $1 (A to Z, a to w)" >&2; exit 2 ;;
+  x) echo sync_x1_bound8_mask ;;
+  y) echo sync_x1_bound8 sync_x1_bound8_mask ;;
+  *) echo "unknown wave $1 (A to Z, a to y)" >&2; exit 2 ;;
   esac
 }
 gpus_of() {  # RUN: how many GPUs it takes
@@ -243,8 +250,8 @@ verify() {  # NAME GPUS [overrides]: the code-verify workflow, gsm8k_learn's bat
     actor_rollout_ref.rollout.n=8 actor_rollout_ref.rollout.agent.num_workers=4 "$@"
 }
 dumped() { echo "trainer.rollout_data_dir=/tmp/runs/$1/rollouts"; }   # RUN: its training rollouts, a file a step
-bound8() {  # RUN: each trajectory bounded to 8 s (max_trajectory_s: agent_loops_time_bound.yaml, its own snapshot's)
-  echo "actor_rollout_ref.rollout.agent.agent_loop_config_path=/tmp/runs/$1/src/experiments/gsm8k_learn/agent_loops_time_bound.yaml"
+bound8() {  # RUN [_masked]: each trajectory bounded to 8 s (max_trajectory_s: agent_loops_time_bound$2.yaml, its own snapshot's)
+  echo "actor_rollout_ref.rollout.agent.agent_loop_config_path=/tmp/runs/$1/src/experiments/gsm8k_learn/agent_loops_time_bound${2:-}.yaml"
 }
 strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=8 trainer.test_freq=-1)
 fold_strong=(data.train_batch_size=16 actor_rollout_ref.actor.ppo_mini_batch_size=192)   # gpus/x1's batch
@@ -271,6 +278,7 @@ start() {  # RUN DEVICES: each run's command, the same in every wave that has it
   sync_x1_bound8) train "$1" "$devices" +gpus=x1 +mode=sync trainer.test_freq=-1 "$(dumped "$1")" "$(bound8 "$1")" ;;
   sync_x2_bound8) train "$1" "$devices" +gpus=x2 +mode=sync trainer.test_freq=-1 "$(dumped "$1")" "$(bound8 "$1")" ;;
   sync_x4_bound8) train "$1" "$devices" +gpus=x4 +mode=sync trainer.test_freq=-1 "$(dumped "$1")" "$(bound8 "$1")" ;;
+  sync_x1_bound8_mask) train "$1" "$devices" +gpus=x1 +mode=sync trainer.test_freq=-1 "$(dumped "$1")" "$(bound8 "$1" _masked)" ;;
   sync_x2 | sync_x2_b | sync_x2_nd) train "$1" "$devices" +gpus=x2 +mode=sync trainer.test_freq=-1 ;;
   sync_x4) train sync_x4 "$devices" +gpus=x4 +mode=sync trainer.test_freq=-1 ;;
   sync_x1_s2) train sync_x1_s2 "$devices" +gpus=x1 +mode=sync "${seed2[@]}" ;;
