@@ -72,7 +72,8 @@ class LoopSettings(BaseModel):
     is cancelled at the bound; a generation in flight finishes first. None: no bound."""
     mask_time_budget: bool = False
     """If true, a trajectory ended by ``max_trajectory_s`` keeps its tokens with mask 0 (as an ``error`` one does), so a
-    tool that happened to be slow costs its actions no gradient; its score (0) still counts in its group's baseline.
+    tool that happened to be slow costs its actions no gradient; its score (0 with the experiments' reward) still counts
+    in its group's baseline.
     If false, it trains like any other trajectory. Needs ``max_trajectory_s``."""
     catch_errors: bool = True
     """Record a failing trajectory with reason ``error`` instead of failing the batch."""
